@@ -1,0 +1,86 @@
+#include "tests/support/paths.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <climits>
+#include <cstdlib>
+
+namespace grammard::testing {
+namespace {
+
+bool IsDir(const std::string& path) {
+  struct stat st;
+  return !path.empty() && stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
+
+std::string Dirname(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
+}
+
+// The WORKSPACE file in the runfiles tree is a symlink into the source tree.
+std::string RootFromRunfiles() {
+  for (const char* var : {"TEST_SRCDIR", "RUNFILES_DIR"}) {
+    std::string dir = Env(var);
+    if (dir.empty()) continue;
+    std::string link = dir + "/grammard/WORKSPACE";
+    char resolved[PATH_MAX];
+    if (realpath(link.c_str(), resolved) != nullptr) return Dirname(resolved);
+  }
+  // `bazel run` without RUNFILES_DIR: the binary's own runfiles folder.
+  char exe[PATH_MAX];
+  if (realpath("/proc/self/exe", exe) != nullptr) {
+    std::string link = std::string(exe) + ".runfiles/grammard/WORKSPACE";
+    char resolved[PATH_MAX];
+    if (realpath(link.c_str(), resolved) != nullptr) return Dirname(resolved);
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string SourceRoot() {
+  std::string root = Env("GRAMMARD_SOURCE_ROOT");
+  if (IsDir(root)) return root;
+  root = Env("BUILD_WORKSPACE_DIRECTORY");
+  if (IsDir(root)) return root;
+  return RootFromRunfiles();
+}
+
+std::optional<std::string> SharedDataDir() {
+  std::string dir = Env("GRAMMARD_SHARED_DATA");
+  if (dir.empty()) {
+    std::string root = SourceRoot();
+    if (root.empty()) return std::nullopt;
+    dir = root + "/../shared/data";
+  }
+  if (!IsDir(dir)) return std::nullopt;
+  return dir;
+}
+
+std::optional<std::string> TokenizerDir(const std::string& name) {
+  std::string base = Env("GRAMMARD_TOKENIZERS");
+  if (base.empty()) {
+    std::string root = SourceRoot();
+    if (root.empty()) return std::nullopt;
+    base = root + "/.deps/tokenizers";
+  }
+  std::string dir = base + "/" + name;
+  if (!IsDir(dir)) return std::nullopt;
+  return dir;
+}
+
+std::string MissingDataMessage(const std::string& what) {
+  return what +
+         " not found: run tools/setup.sh for tokenizers; ../shared/data must "
+         "sit beside the source tree (or set GRAMMARD_SHARED_DATA / "
+         "GRAMMARD_TOKENIZERS)";
+}
+
+}  // namespace grammard::testing
