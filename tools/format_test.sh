@@ -5,8 +5,11 @@
 set -euo pipefail
 root=$(dirname "$(readlink -f "$TEST_SRCDIR/grammard/WORKSPACE")")
 cd "$root"
-files=$(find grammar service client gpu tests tools proto \
-  \( -name '*.cc' -o -name '*.h' -o -name '*.cu' \) -type f 2>/dev/null | sort)
+dirs=()
+for d in grammar service client gpu tests tools proto; do
+  [ -d "$d" ] && dirs+=("$d")
+done
+files=$(find "${dirs[@]}" \( -name '*.cc' -o -name '*.h' -o -name '*.cu' \) -type f | sort)
 [ -n "$files" ] || { echo "no sources found under $root"; exit 1; }
 bad=0
 for f in $files; do
