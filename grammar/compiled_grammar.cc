@@ -1,0 +1,21 @@
+#include "grammar/compiled_grammar.h"
+
+#include "grammar/internal/grammar_data.h"
+
+namespace grammard::grammar {
+
+const Vocabulary& CompiledGrammar::vocabulary() const {
+  return data_->index->vocab();
+}
+
+int32_t CompiledGrammar::mask_words() const {
+  return (vocabulary().size() + 31) / 32;
+}
+
+int32_t CompiledGrammar::num_states() const { return data_->pda.num_states(); }
+
+size_t CompiledGrammar::MemoryBytes() const {
+  return data_->pda.MemoryBytes() + data_->table.MemoryBytes();
+}
+
+}  // namespace grammard::grammar

@@ -1,0 +1,41 @@
+// CompiledGrammar: a grammar compiled for one vocabulary, ready to drive any
+// number of GrammarMatchers (matcher.h) on any threads.
+//
+// Produced by GrammarCompiler (compiler.h). Cheap to copy: copies share the
+// compiled data. Thread-safety: immutable; share freely.
+#ifndef GRAMMARD_GRAMMAR_COMPILED_GRAMMAR_H_
+#define GRAMMARD_GRAMMAR_COMPILED_GRAMMAR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "grammar/vocabulary.h"
+
+namespace grammard::grammar {
+
+namespace internal {
+struct GrammarData;
+}
+
+class CompiledGrammar {
+ public:
+  explicit CompiledGrammar(std::shared_ptr<const internal::GrammarData> data)
+      : data_(std::move(data)) {}
+
+  const Vocabulary& vocabulary() const;
+  // Words of one mask row: ceil(vocabulary().size() / 32).
+  int32_t mask_words() const;
+  // Automaton states, and the bytes the compiled form occupies.
+  int32_t num_states() const;
+  size_t MemoryBytes() const;
+
+  const internal::GrammarData& data() const { return *data_; }
+
+ private:
+  std::shared_ptr<const internal::GrammarData> data_;
+};
+
+}  // namespace grammard::grammar
+
+#endif  // GRAMMARD_GRAMMAR_COMPILED_GRAMMAR_H_

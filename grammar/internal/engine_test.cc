@@ -1,0 +1,312 @@
+// Property tests of the engine core (Nfa -> Pda -> TokenTable -> matcher)
+// against a brute-force oracle that runs the Nfa directly with explicit
+// stacks, on random grammars and random small vocabularies.
+#include <algorithm>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "grammar/internal/grammar_data.h"
+#include "grammar/internal/nfa.h"
+#include "grammar/matcher.h"
+#include "gtest/gtest.h"
+
+namespace grammard::grammar::internal {
+namespace {
+
+// A tiny regular-expression tree with rule calls, built into an Nfa by the
+// Thompson construction.
+struct E {
+  enum Kind { kRange, kSeq, kAlt, kStar, kCall, kEmpty } kind;
+  uint8_t lo = 0, hi = 0;
+  std::vector<E> kids;
+  int32_t rule = 0;
+};
+
+E Range(char lo, char hi) {
+  return {E::kRange, uint8_t(lo), uint8_t(hi), {}, 0};
+}
+E Seq(std::vector<E> kids) { return {E::kSeq, 0, 0, std::move(kids), 0}; }
+E Alt(std::vector<E> kids) { return {E::kAlt, 0, 0, std::move(kids), 0}; }
+E Star(E kid) { return {E::kStar, 0, 0, {std::move(kid)}, 0}; }
+E Call(int32_t rule) { return {E::kCall, 0, 0, {}, rule}; }
+E Empty() { return {E::kEmpty, 0, 0, {}, 0}; }
+
+void Build(Nfa* nfa, int32_t rule, const E& e, int32_t from, int32_t to) {
+  switch (e.kind) {
+    case E::kRange:
+      nfa->AddBytes(from, e.lo, e.hi, to);
+      break;
+    case E::kEmpty:
+      nfa->AddEpsilon(from, to);
+      break;
+    case E::kCall:
+      nfa->AddCall(from, e.rule, to);
+      break;
+    case E::kAlt:
+      for (const E& k : e.kids) Build(nfa, rule, k, from, to);
+      break;
+    case E::kSeq: {
+      int32_t cur = from;
+      for (size_t i = 0; i < e.kids.size(); ++i) {
+        int32_t next = i + 1 == e.kids.size() ? to : nfa->AddState(rule);
+        Build(nfa, rule, e.kids[i], cur, next);
+        cur = next;
+      }
+      if (e.kids.empty()) nfa->AddEpsilon(from, to);
+      break;
+    }
+    case E::kStar: {
+      int32_t a = nfa->AddState(rule), b = nfa->AddState(rule);
+      nfa->AddEpsilon(from, a);
+      Build(nfa, rule, e.kids[0], a, b);
+      nfa->AddEpsilon(b, a);
+      nfa->AddEpsilon(a, to);
+      break;
+    }
+  }
+}
+
+Nfa BuildNfa(const std::vector<E>& rules) {
+  Nfa nfa;
+  for (size_t r = 0; r < rules.size(); ++r)
+    nfa.AddRule("r" + std::to_string(r));
+  for (size_t r = 0; r < rules.size(); ++r) {
+    Build(&nfa, r, rules[r], nfa.rule_start(r), nfa.rule_accept(r));
+  }
+  return nfa;
+}
+
+// The oracle: configurations (nfa state, stack of return states).
+class Oracle {
+ public:
+  explicit Oracle(const Nfa& nfa) : nfa_(nfa) {}
+
+  // Reads `text` from the root rule's start. Returns whether some path read
+  // it all; *complete says whether the root rule can end right there.
+  bool Read(const std::string& text, bool* complete) const {
+    std::set<Config> cur = Closure({{nfa_.rule_start(0), {}}}, complete);
+    for (char ch : text) {
+      std::set<Config> next;
+      for (const Config& c : cur) {
+        for (const auto& e : nfa_.state(c.first).bytes) {
+          if (e.lo <= uint8_t(ch) && uint8_t(ch) <= e.hi)
+            next.insert({e.to, c.second});
+        }
+      }
+      cur = Closure(next, complete);
+      if (cur.empty()) return false;
+    }
+    return true;
+  }
+
+ private:
+  using Config = std::pair<int32_t, std::vector<int32_t>>;
+
+  std::set<Config> Closure(std::set<Config> set, bool* complete) const {
+    *complete = false;
+    std::vector<Config> work(set.begin(), set.end());
+    while (!work.empty()) {
+      Config c = work.back();
+      work.pop_back();
+      auto add = [&](Config n) {
+        if (n.second.size() <= 64 && set.insert(n).second) work.push_back(n);
+      };
+      const auto& st = nfa_.state(c.first);
+      for (int32_t t : st.epsilon) add({t, c.second});
+      for (const auto& call : st.calls) {
+        auto stack = c.second;
+        stack.push_back(call.to);
+        add({nfa_.rule_start(call.rule), stack});
+      }
+      if (c.first == nfa_.rule_accept(st.rule)) {
+        if (c.second.empty()) {
+          *complete = true;
+        } else {
+          auto stack = c.second;
+          int32_t ret = stack.back();
+          stack.pop_back();
+          add({ret, stack});
+        }
+      }
+    }
+    return set;
+  }
+
+  const Nfa& nfa_;
+};
+
+// Random grammars over bytes 'a'..'d'. No left recursion: a rule calls rules
+// of lower or equal index only right after reading a byte. Every rule can
+// end: each has an alternative calling only higher rules.
+class GrammarGen {
+ public:
+  explicit GrammarGen(uint32_t seed) : rng_(seed) {}
+
+  std::vector<E> Rules() {
+    int n = 1 + rng_() % 4;
+    std::vector<E> rules;
+    for (int r = 0; r < n; ++r) {
+      num_rules_ = n;
+      rule_ = r;
+      rules.push_back(Alt({Expr(3, true), Expr(2, false)}));
+    }
+    return rules;
+  }
+
+ private:
+  E Atom() {
+    char lo = 'a' + rng_() % 4;
+    char hi = std::min<char>('d', lo + rng_() % 2);
+    return Range(lo, hi);
+  }
+  // any_call: calls to lower rules allowed (after a byte).
+  E Expr(int depth, bool any_call) {
+    int pick = depth <= 0 ? rng_() % 2 : rng_() % 7;
+    switch (pick) {
+      case 0:
+        return Atom();
+      case 1:
+        if (rule_ + 1 < num_rules_ && rng_() % 2) {
+          return Call(rule_ + 1 + rng_() % (num_rules_ - rule_ - 1));
+        }
+        return rng_() % 4 == 0 ? Empty() : Atom();
+      case 2:
+        if (any_call) return Seq({Atom(), Call(rng_() % (rule_ + 1))});
+        return Atom();
+      case 3:
+      case 4: {
+        std::vector<E> kids;
+        for (int i = 0, k = 1 + rng_() % 3; i < k; ++i)
+          kids.push_back(Expr(depth - 1, any_call));
+        return Seq(std::move(kids));
+      }
+      case 5:
+        return Alt({Expr(depth - 1, any_call), Expr(depth - 1, any_call)});
+      default:
+        return Star(Seq({Atom(), Expr(depth - 1, any_call)}));
+    }
+  }
+
+  std::mt19937 rng_;
+  int num_rules_ = 1;
+  int rule_ = 0;
+};
+
+std::shared_ptr<const Vocabulary> RandomVocab(std::mt19937* rng) {
+  std::vector<std::string> tokens;
+  std::set<std::string> seen;
+  for (int i = 0; i < 60; ++i) {
+    std::string t;
+    for (int k = 0, n = 1 + (*rng)() % 4; k < n; ++k)
+      t.push_back("abcde"[(*rng)() % 5]);
+    tokens.push_back(t);  // duplicates on purpose: equal bytes, distinct ids
+  }
+  tokens.push_back("<eos>");
+  tokens.push_back("<special>");
+  int32_t eos = tokens.size() - 2, special = tokens.size() - 1;
+  auto v =
+      Vocabulary::FromTokens(tokens, {eos, special}, {eos}, {"random", {}, 70});
+  return *v;
+}
+
+bool Bit(const std::vector<uint32_t>& row, int32_t id) {
+  return (row[id >> 5] >> (id & 31)) & 1;
+}
+
+TEST(EngineTest, MasksEqualTheOracleOnRandomGrammars) {
+  int checked_steps = 0, grammars = 0;
+  for (uint32_t seed = 1; seed <= 400; ++seed) {
+    std::mt19937 rng(seed);
+    GrammarGen gen(seed * 7919);
+    std::vector<E> rules = gen.Rules();
+    Nfa nfa = BuildNfa(rules);
+    auto pda = nfa.Determinize(0, 10000);
+    ASSERT_TRUE(pda.ok()) << pda.status();
+    auto vocab = RandomVocab(&rng);
+    auto data = std::make_shared<GrammarData>(
+        std::make_shared<TokenIndex>(vocab), *std::move(pda));
+    CompiledGrammar grammar(data);
+    GrammarMatcher m(grammar);
+    Oracle oracle(nfa);
+    ++grammars;
+    std::string text;
+    std::vector<int32_t> accepted;
+    std::vector<std::vector<uint32_t>> masks;
+    std::vector<uint32_t> row(grammar.mask_words());
+    for (int step = 0; step < 12; ++step) {
+      m.FillNextTokenMask(row.data());
+      bool complete = false;
+      ASSERT_TRUE(oracle.Read(text, &complete));
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < vocab->size(); ++id) {
+        bool want = false;
+        if (vocab->kind(id) == TokenKind::kText) {
+          bool c;
+          want = oracle.Read(text + std::string(vocab->bytes(id)), &c);
+        } else if (vocab->is_eos(id)) {
+          want = complete;
+        }
+        ASSERT_EQ(Bit(row, id), want)
+            << "seed " << seed << " text '" << text << "' token " << id << " '"
+            << vocab->bytes(id) << "'";
+        if (want && !vocab->is_eos(id)) allowed.push_back(id);
+      }
+      EXPECT_EQ(m.CanTerminate(), complete);
+      ++checked_steps;
+      masks.push_back(row);
+
+      // A fork sees the same mask.
+      GrammarMatcher fork = m.Fork();
+      std::vector<uint32_t> fork_row(row.size());
+      fork.FillNextTokenMask(fork_row.data());
+      ASSERT_EQ(fork_row, row);
+
+      // Jump-forward bytes are forced: no other byte may follow.
+      ForcedContinuation forced = m.JumpForward();
+      std::string probe = text;
+      for (char f : forced.bytes) {
+        for (int b = 0; b < 256; ++b) {
+          bool c;
+          ASSERT_EQ(oracle.Read(probe + char(b), &c), b == uint8_t(f));
+        }
+        bool c;
+        oracle.Read(probe, &c);
+        ASSERT_FALSE(c);
+        probe.push_back(f);
+      }
+
+      if (allowed.empty()) break;
+      int32_t pick = allowed[rng() % allowed.size()];
+      // A disallowed token is refused and changes nothing.
+      for (int32_t id = 0; id < vocab->size(); ++id) {
+        if (vocab->kind(id) == TokenKind::kText && !Bit(row, id)) {
+          ASSERT_FALSE(m.AcceptToken(id).ok());
+          break;
+        }
+      }
+      ASSERT_TRUE(m.AcceptToken(pick).ok());
+      accepted.push_back(pick);
+      text += vocab->bytes(pick);
+      if (rng() % 4 == 0 && m.num_accepted() >= 2) {
+        // Rolling back restores the earlier position exactly.
+        int32_t k = 1 + rng() % 2;
+        ASSERT_TRUE(m.Rollback(k).ok());
+        accepted.resize(accepted.size() - k);
+        masks.resize(masks.size() - k + 1);
+        text.clear();
+        for (int32_t id : accepted) text += vocab->bytes(id);
+        std::vector<uint32_t> again(row.size());
+        m.FillNextTokenMask(again.data());
+        ASSERT_EQ(again, masks.back()) << "seed " << seed;
+        masks.pop_back();
+      }
+    }
+  }
+  EXPECT_EQ(grammars, 400);
+  EXPECT_GT(checked_steps, 1000);
+}
+
+}  // namespace
+}  // namespace grammard::grammar::internal

@@ -1,0 +1,30 @@
+// GrammarData: everything a compiled grammar holds, shared by its matchers:
+// the vocabulary, its token index, the Pda and the per-state token table.
+//
+// Thread-safety: immutable once built.
+#ifndef GRAMMARD_GRAMMAR_INTERNAL_GRAMMAR_DATA_H_
+#define GRAMMARD_GRAMMAR_INTERNAL_GRAMMAR_DATA_H_
+
+#include <memory>
+
+#include "grammar/internal/pda.h"
+#include "grammar/internal/token_index.h"
+#include "grammar/internal/token_table.h"
+#include "grammar/vocabulary.h"
+
+namespace grammard::grammar::internal {
+
+struct GrammarData {
+  GrammarData(std::shared_ptr<const TokenIndex> index_in, Pda pda_in)
+      : index(std::move(index_in)),
+        pda(std::move(pda_in)),
+        table(pda, *index) {}
+
+  std::shared_ptr<const TokenIndex> index;
+  Pda pda;
+  TokenTable table;
+};
+
+}  // namespace grammard::grammar::internal
+
+#endif  // GRAMMARD_GRAMMAR_INTERNAL_GRAMMAR_DATA_H_

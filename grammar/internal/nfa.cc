@@ -1,0 +1,118 @@
+#include "grammar/internal/nfa.h"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+
+namespace grammard::grammar::internal {
+
+int32_t Nfa::AddRule(std::string name) {
+  int32_t rule = num_rules();
+  rules_.push_back({std::move(name), -1, -1});
+  rules_[rule].start = AddState(rule);
+  rules_[rule].accept = AddState(rule);
+  return rule;
+}
+
+int32_t Nfa::AddState(int32_t rule) {
+  states_.push_back({rule, {}, {}, {}});
+  return num_states() - 1;
+}
+
+std::vector<int32_t> Nfa::EpsilonClosure(std::vector<int32_t> set) const {
+  std::vector<int32_t> work = set;
+  std::vector<bool> in(states_.size(), false);
+  for (int32_t s : set) in[s] = true;
+  while (!work.empty()) {
+    int32_t s = work.back();
+    work.pop_back();
+    for (int32_t t : states_[s].epsilon) {
+      if (!in[t]) {
+        in[t] = true;
+        set.push_back(t);
+        work.push_back(t);
+      }
+    }
+  }
+  std::sort(set.begin(), set.end());
+  set.erase(std::unique(set.begin(), set.end()), set.end());
+  return set;
+}
+
+absl::StatusOr<Pda> Nfa::Determinize(int32_t root, int32_t max_states) const {
+  Pda pda;
+  for (const Rule& r : rules_) pda.AddRule(r.name);
+  pda.SetRoot(root);
+
+  std::map<std::vector<int32_t>, int32_t> ids;
+  std::deque<std::vector<int32_t>> queue;
+  absl::Status status;
+  auto intern = [&](std::vector<int32_t> subset) -> int32_t {
+    auto it = ids.find(subset);
+    if (it != ids.end()) return it->second;
+    if (pda.num_states() >= max_states) {
+      status = absl::ResourceExhaustedError(absl::StrCat(
+          "the grammar needs more than ", max_states, " automaton states"));
+      return Pda::kDead;
+    }
+    int32_t rule = states_[subset[0]].rule;
+    bool final =
+        std::binary_search(subset.begin(), subset.end(), rules_[rule].accept);
+    int32_t id = pda.AddState(rule, final);
+    ids.emplace(subset, id);
+    queue.push_back(std::move(subset));
+    return id;
+  };
+  // Every rule's start subset first, so it is the rule's first state.
+  for (const Rule& r : rules_) intern(EpsilonClosure({r.start}));
+
+  std::vector<int> cuts;
+  std::vector<int32_t> targets;
+  std::map<int32_t, std::vector<int32_t>> calls;
+  while (!queue.empty() && status.ok()) {
+    std::vector<int32_t> subset = std::move(queue.front());
+    queue.pop_front();
+    const int32_t from = ids.at(subset);
+    // Split the byte range at every edge boundary; within a piece every byte
+    // leads to the same subset.
+    cuts.assign({0, 256});
+    for (int32_t s : subset) {
+      for (const ByteEdge& e : states_[s].bytes) {
+        cuts.push_back(e.lo);
+        cuts.push_back(e.hi + 1);
+      }
+    }
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    for (size_t k = 0; k + 1 < cuts.size(); ++k) {
+      const int lo = cuts[k], hi = cuts[k + 1] - 1;
+      targets.clear();
+      for (int32_t s : subset) {
+        for (const ByteEdge& e : states_[s].bytes) {
+          if (e.lo <= lo && hi <= e.hi) targets.push_back(e.to);
+        }
+      }
+      if (targets.empty()) continue;
+      int32_t to = intern(EpsilonClosure(targets));
+      if (!status.ok()) break;
+      for (int b = lo; b <= hi; ++b)
+        pda.SetNext(from, static_cast<uint8_t>(b), to);
+    }
+    calls.clear();
+    for (int32_t s : subset) {
+      for (const CallEdge& c : states_[s].calls) calls[c.rule].push_back(c.to);
+    }
+    for (auto& [rule, tos] : calls) {
+      int32_t to = intern(EpsilonClosure(tos));
+      if (!status.ok()) break;
+      pda.AddCall(from, {rule, to});
+    }
+  }
+  if (!status.ok()) return status;
+  pda.Finish();
+  return pda;
+}
+
+}  // namespace grammard::grammar::internal

@@ -1,0 +1,92 @@
+// Pda: the compiled form of a grammar that matchers run, a pushdown automaton
+// whose rules are deterministic byte automata.
+//
+// Every rule of the (byte-level) grammar becomes a DFA over bytes; a state may
+// also call other rules, each call naming the state to return to. A matcher
+// position is a set of stack nodes (state, parent), where the parent node
+// holds the caller's return state (see stack.h). Determinising each rule
+// keeps those sets small; what nondeterminism remains comes from calls.
+//
+// Cost: O(states * 256) ints for transitions. Thread-safety: immutable once
+// built; shared by every matcher of a grammar.
+#ifndef GRAMMARD_GRAMMAR_INTERNAL_PDA_H_
+#define GRAMMARD_GRAMMAR_INTERNAL_PDA_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace grammard::grammar::internal {
+
+struct PdaCall {
+  int32_t rule;          // the rule entered
+  int32_t return_state;  // the caller's state once that rule completes
+};
+
+class Pda {
+ public:
+  static constexpr int32_t kDead = -1;
+
+  int32_t num_states() const { return static_cast<int32_t>(final_.size()); }
+  int32_t num_rules() const { return static_cast<int32_t>(rule_start_.size()); }
+  int32_t root_rule() const { return root_rule_; }
+
+  int32_t Next(int32_t state, uint8_t byte) const {
+    return next_[static_cast<size_t>(state) * 256 + byte];
+  }
+  bool IsFinal(int32_t state) const { return final_[state] != 0; }
+  // Whether any byte leads somewhere from `state`.
+  bool HasBytes(int32_t state) const { return has_bytes_[state] != 0; }
+  const PdaCall* CallsBegin(int32_t state) const {
+    return calls_.data() + call_offsets_[state];
+  }
+  const PdaCall* CallsEnd(int32_t state) const {
+    return calls_.data() + call_offsets_[state + 1];
+  }
+  int32_t RuleStart(int32_t rule) const { return rule_start_[rule]; }
+  int32_t StateRule(int32_t state) const { return state_rule_[state]; }
+  const std::string& RuleName(int32_t rule) const { return rule_names_[rule]; }
+  // Every state some call of `rule` returns to: the contexts a state of
+  // `rule` may find below it on the stack.
+  const std::vector<int32_t>& ReturnStates(int32_t rule) const {
+    return return_states_[rule];
+  }
+
+  size_t MemoryBytes() const;
+
+  // Building, in order: AddRule for each rule, then per rule AddState for
+  // each of its states (the first added is the rule's start), SetNext /
+  // AddCall, and finally Finish().
+  int32_t AddRule(std::string name);
+  int32_t AddState(int32_t rule, bool final);
+  void SetNext(int32_t state, uint8_t byte, int32_t target) {
+    next_[static_cast<size_t>(state) * 256 + byte] = target;
+  }
+  void AddCall(int32_t state, PdaCall call) {
+    pending_calls_.push_back({state, call});
+  }
+  void SetRoot(int32_t rule) { root_rule_ = rule; }
+  void Finish();
+
+ private:
+  struct PendingCall {
+    int32_t state;
+    PdaCall call;
+  };
+
+  std::vector<int32_t> next_;
+  std::vector<uint8_t> final_;
+  std::vector<uint8_t> has_bytes_;
+  std::vector<PdaCall> calls_;
+  std::vector<uint32_t> call_offsets_;
+  std::vector<int32_t> rule_start_;
+  std::vector<int32_t> state_rule_;
+  std::vector<std::string> rule_names_;
+  std::vector<std::vector<int32_t>> return_states_;
+  std::vector<PendingCall> pending_calls_;
+  int32_t root_rule_ = 0;
+};
+
+}  // namespace grammard::grammar::internal
+
+#endif  // GRAMMARD_GRAMMAR_INTERNAL_PDA_H_

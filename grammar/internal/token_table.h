@@ -1,0 +1,59 @@
+// TokenTable: for every state of a Pda that reads bytes, which tokens are
+// certainly allowed when a stack top in that state reads them, and which
+// depend on what lies below it on the stack.
+//
+// A token is classified by reading it from the state with an unknown caller:
+//   accepted  - some path consumes it all inside the state's own rule (or
+//               ends the rule exactly at its last byte): allowed whatever
+//               the stack below;
+//   rejected  - every path dies, inside the rule or after leaving it into
+//               any of the rule's return states: never allowed;
+//   uncertain - the rest: it leaves the rule with bytes left and survives in
+//               some caller. A matcher checks these against the real stack.
+// Only paths that read their first byte from the state itself count: the
+// rules it calls are scan nodes of their own in a matcher's position.
+//
+// Cost: building reads the whole token trie once per state (pruned where a
+// prefix dies): the bulk of compile time. Memory: one bitset of the
+// vocabulary per state plus the uncertain ids. Thread-safety: immutable once
+// built.
+#ifndef GRAMMARD_GRAMMAR_INTERNAL_TOKEN_TABLE_H_
+#define GRAMMARD_GRAMMAR_INTERNAL_TOKEN_TABLE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "grammar/internal/pda.h"
+#include "grammar/internal/token_index.h"
+
+namespace grammard::grammar::internal {
+
+struct StateTokens {
+  std::vector<uint32_t> accepted;  // bitset over the vocabulary's ids
+  std::vector<int32_t> uncertain;  // token ids, in byte order
+};
+
+class TokenTable {
+ public:
+  TokenTable(const Pda& pda, const TokenIndex& index);
+
+  // Null for states that read no byte.
+  const StateTokens* For(int32_t state) const {
+    int32_t slot = slot_[state];
+    return slot < 0 ? nullptr : &tables_[slot];
+  }
+
+  size_t MemoryBytes() const;
+
+ private:
+  std::vector<int32_t> slot_;
+  std::vector<StateTokens> tables_;
+};
+
+// Classifies every token of `index` for `state` (exposed for tests).
+StateTokens ClassifyState(const Pda& pda, const TokenIndex& index,
+                          int32_t state);
+
+}  // namespace grammard::grammar::internal
+
+#endif  // GRAMMARD_GRAMMAR_INTERNAL_TOKEN_TABLE_H_

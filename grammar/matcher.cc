@@ -1,0 +1,221 @@
+#include "grammar/matcher.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "grammar/internal/grammar_data.h"
+
+namespace grammard::grammar {
+
+using internal::kBottom;
+using internal::StackNode;
+
+GrammarMatcher::GrammarMatcher(CompiledGrammar grammar)
+    : grammar_(std::move(grammar)), stepper_(grammar_.data().pda) {
+  Start();
+}
+
+void GrammarMatcher::Start() {
+  pool_.Clear();
+  scan_.clear();
+  history_.clear();
+  terminated_ = false;
+  const internal::Pda& pda = grammar_.data().pda;
+  int32_t root = pool_.Add(pda.RuleStart(pda.root_rule()), kBottom);
+  internal::CloseFlags flags = stepper_.Close(&pool_, &root, 1, &scan_);
+  history_.push_back({0, scan_.size(), pool_.size(), flags.bottom, false});
+}
+
+void GrammarMatcher::Reset() { Start(); }
+
+bool GrammarMatcher::CanTerminate() const { return history_.back().can_end; }
+
+absl::Status GrammarMatcher::Advance(std::string_view bytes) {
+  if (terminated_) {
+    return absl::FailedPreconditionError("the matcher has already terminated");
+  }
+  const size_t pool_mark = pool_.size();
+  tmp_a_.assign(scan_begin(), scan_end());
+  bool can_end = history_.back().can_end;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    tmp_b_.clear();
+    internal::CloseFlags flags =
+        stepper_.Step(&pool_, tmp_a_.data(), tmp_a_.data() + tmp_a_.size(),
+                      static_cast<uint8_t>(bytes[i]), &tmp_b_);
+    can_end = flags.bottom;
+    if (tmp_b_.empty() && !(can_end && i + 1 == bytes.size())) {
+      pool_.Truncate(pool_mark);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "byte ", i, " of ", bytes.size(), " is not allowed by the grammar"));
+    }
+    tmp_a_.swap(tmp_b_);
+  }
+  size_t begin = scan_.size();
+  scan_.insert(scan_.end(), tmp_a_.begin(), tmp_a_.end());
+  history_.push_back({begin, scan_.size(), pool_.size(), can_end, false});
+  return absl::OkStatus();
+}
+
+absl::Status GrammarMatcher::AcceptToken(int32_t id) {
+  const Vocabulary& vocab = grammar_.vocabulary();
+  if (id < 0 || id >= vocab.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "token ", id, " is outside the vocabulary of ", vocab.size()));
+  }
+  if (terminated_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("token ", id, " after the end of the sequence"));
+  }
+  if (vocab.is_eos(id)) {
+    if (!CanTerminate()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "end-of-sequence token ", id, " before the grammar is complete"));
+    }
+    Position p = history_.back();
+    p.terminated = true;
+    history_.push_back(p);
+    terminated_ = true;
+    return absl::OkStatus();
+  }
+  if (vocab.kind(id) != TokenKind::kText || vocab.bytes(id).empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("token ", id, " is not text"));
+  }
+  absl::Status s = Advance(vocab.bytes(id));
+  if (!s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("token ", id, " is not allowed here: ", s.message()));
+  }
+  return s;
+}
+
+absl::Status GrammarMatcher::AcceptString(std::string_view bytes) {
+  return Advance(bytes);
+}
+
+absl::Status GrammarMatcher::Rollback(int32_t k) {
+  if (k < 0 || k > num_accepted()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot roll back ", k, " tokens: ", num_accepted(), " were accepted"));
+  }
+  history_.resize(history_.size() - k);
+  const Position& p = history_.back();
+  scan_.resize(p.scan_end);
+  pool_.Truncate(p.pool_size);
+  terminated_ = p.terminated;
+  return absl::OkStatus();
+}
+
+int32_t GrammarMatcher::ValidateTokens(const std::vector<int32_t>& draft) {
+  int32_t n = 0;
+  while (n < static_cast<int32_t>(draft.size()) && AcceptToken(draft[n]).ok())
+    ++n;
+  Rollback(n).IgnoreError();  // n tokens were just accepted
+  return n;
+}
+
+void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
+  const internal::GrammarData& data = grammar_.data();
+  const Vocabulary& vocab = data.index->vocab();
+  const int32_t words = grammar_.mask_words();
+  std::fill(row, row + words, 0u);
+  auto set_eos = [&] {
+    for (int32_t id : vocab.eos_ids()) row[id >> 5] |= 1u << (id & 31);
+  };
+  if (terminated_) {
+    set_eos();
+    return;
+  }
+  // Stack tops in the same state share their certain tokens.
+  states_.clear();
+  for (const int32_t* it = scan_begin(); it != scan_end(); ++it) {
+    states_.push_back(pool_[*it].state);
+  }
+  std::sort(states_.begin(), states_.end());
+  states_.erase(std::unique(states_.begin(), states_.end()), states_.end());
+  for (int32_t state : states_) {
+    const internal::StateTokens* t = data.table.For(state);
+    const uint32_t* bits = t->accepted.data();
+    for (int32_t w = 0; w < words; ++w) row[w] |= bits[w];
+  }
+  // Uncertain tokens depend on each stack's own callers.
+  for (const int32_t* it = scan_begin(); it != scan_end(); ++it) {
+    const internal::StateTokens* t = data.table.For(pool_[*it].state);
+    for (int32_t id : t->uncertain) {
+      if (row[id >> 5] & (1u << (id & 31))) continue;
+      if (stepper_.CanRead(&pool_, it, it + 1, vocab.bytes(id))) {
+        row[id >> 5] |= 1u << (id & 31);
+      }
+    }
+  }
+  if (CanTerminate()) set_eos();
+}
+
+ForcedContinuation GrammarMatcher::JumpForward(size_t max_bytes) {
+  ForcedContinuation out;
+  if (terminated_) return out;
+  const internal::Pda& pda = grammar_.data().pda;
+  const size_t pool_mark = pool_.size();
+  tmp_a_.assign(scan_begin(), scan_end());
+  bool can_end = CanTerminate();
+  while (!can_end && out.bytes.size() < max_bytes && !tmp_a_.empty()) {
+    int forced = -1;
+    for (int b = 0; b < 256 && forced != -2; ++b) {
+      for (int32_t id : tmp_a_) {
+        if (pda.Next(pool_[id].state, static_cast<uint8_t>(b)) !=
+            internal::Pda::kDead) {
+          forced = forced == -1 ? b : -2;
+          break;
+        }
+      }
+    }
+    if (forced < 0) break;
+    tmp_b_.clear();
+    internal::CloseFlags flags =
+        stepper_.Step(&pool_, tmp_a_.data(), tmp_a_.data() + tmp_a_.size(),
+                      static_cast<uint8_t>(forced), &tmp_b_);
+    out.bytes.push_back(static_cast<char>(forced));
+    can_end = flags.bottom;
+    tmp_a_.swap(tmp_b_);
+  }
+  pool_.Truncate(pool_mark);
+  const internal::TokenIndex& index = *grammar_.data().index;
+  for (size_t pos = 0; pos < out.bytes.size();) {
+    int32_t id = index.LongestPrefix(std::string_view(out.bytes).substr(pos));
+    if (id < 0) break;
+    out.token_ids.push_back(id);
+    pos += grammar_.vocabulary().bytes(id).size();
+  }
+  return out;
+}
+
+GrammarMatcher GrammarMatcher::Fork() const {
+  GrammarMatcher copy(grammar_);
+  copy.pool_.Clear();
+  copy.scan_.clear();
+  copy.history_.clear();
+  // Copy only the stacks of the current position, renumbered.
+  std::unordered_map<int32_t, int32_t> renumber;
+  std::vector<int32_t> chain;
+  for (const int32_t* it = scan_begin(); it != scan_end(); ++it) {
+    chain.clear();
+    for (int32_t id = *it; id >= 0 && !renumber.count(id);
+         id = pool_[id].parent) {
+      chain.push_back(id);
+    }
+    for (auto c = chain.rbegin(); c != chain.rend(); ++c) {
+      const StackNode& node = pool_[*c];
+      int32_t parent = node.parent < 0 ? node.parent : renumber.at(node.parent);
+      renumber[*c] = copy.pool_.Add(node.state, parent);
+    }
+    copy.scan_.push_back(renumber.at(*it));
+  }
+  const Position& p = history_.back();
+  copy.history_.push_back(
+      {0, copy.scan_.size(), copy.pool_.size(), p.can_end, p.terminated});
+  copy.terminated_ = terminated_;
+  return copy;
+}
+
+}  // namespace grammard::grammar

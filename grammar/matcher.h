@@ -1,0 +1,130 @@
+// GrammarMatcher: the state of one sequence being decoded under a grammar.
+//
+// Per decode step an inference engine asks for the mask of tokens allowed
+// next, samples one, and accepts it:
+//
+//   GrammarMatcher m(grammar);
+//   std::vector<uint32_t> row(grammar.mask_words());
+//   while (!m.IsTerminated()) {
+//     m.FillNextTokenMask(row.data());
+//     int32_t token = Sample(logits, row);
+//     if (!m.AcceptToken(token).ok()) ...;  // cannot happen for masked
+//     sampling
+//   }
+//
+// The mask is exact: token t is allowed iff the text so far followed by t's
+// bytes is a prefix of some string of the language; an end-of-sequence id is
+// allowed iff the text so far is a complete string; special tokens, tokens
+// without bytes and ids past the tokenizer (padding) never are.
+//
+// Cost: FillNextTokenMask ORs one precomputed bitset per stack top and checks
+// only the few tokens whose fate depends on the stack below; AcceptToken is
+// O(bytes of the token). Rollback(k) is O(k); history is kept for the whole
+// sequence. Memory grows with the text accepted (a few stack nodes per byte).
+// Thread-safety: one matcher per sequence, used by one thread at a time;
+// distinct matchers of one CompiledGrammar may run on any threads.
+#ifndef GRAMMARD_GRAMMAR_MATCHER_H_
+#define GRAMMARD_GRAMMAR_MATCHER_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "grammar/compiled_grammar.h"
+#include "grammar/internal/stack.h"
+
+namespace grammard::grammar {
+
+// What the grammar forces next (see JumpForward).
+struct ForcedContinuation {
+  std::string bytes;
+  // A tokenization of a prefix of `bytes` (greedy, longest token first); may
+  // cover less than all of it where no token ends exactly on a forced byte.
+  std::vector<int32_t> token_ids;
+};
+
+class GrammarMatcher {
+ public:
+  explicit GrammarMatcher(CompiledGrammar grammar);
+
+  GrammarMatcher(const GrammarMatcher&) = delete;
+  GrammarMatcher& operator=(const GrammarMatcher&) = delete;
+  GrammarMatcher(GrammarMatcher&&) = default;
+  GrammarMatcher& operator=(GrammarMatcher&&) = default;
+
+  const CompiledGrammar& grammar() const { return grammar_; }
+
+  // Writes grammar().mask_words() words: bit i % 32 of word i / 32 is set iff
+  // token i may come next. Never all zero while !IsTerminated(). After
+  // termination only the end-of-sequence ids are set.
+  void FillNextTokenMask(uint32_t* row);
+
+  // Accepts a token; an id that is not allowed (or out of range) is an
+  // InvalidArgument error naming it, and the state is left unchanged.
+  absl::Status AcceptToken(int32_t id);
+  // Accepts raw bytes (for prompts that prefill part of the output); one
+  // history entry, like a token.
+  absl::Status AcceptString(std::string_view bytes);
+
+  // An end-of-sequence id has been accepted.
+  bool IsTerminated() const { return terminated_; }
+  // The text so far is a complete string of the language.
+  bool CanTerminate() const;
+
+  // Undoes the last k accepted tokens (or strings). InvalidArgument if k
+  // exceeds the number accepted.
+  absl::Status Rollback(int32_t k);
+  int32_t num_accepted() const {
+    return static_cast<int32_t>(history_.size()) - 1;
+  }
+
+  // How many leading tokens of `draft` would be accepted in order; the state
+  // is unchanged.
+  int32_t ValidateTokens(const std::vector<int32_t>& draft);
+
+  // The bytes every continuation must start with (stopping where the text
+  // could end or where several bytes are possible), at most max_bytes.
+  ForcedContinuation JumpForward(size_t max_bytes = 1024);
+
+  // Back to the start of the grammar, history cleared.
+  void Reset();
+
+  // A new matcher at the same position, with its own (empty) history. Costs
+  // O(nodes on the current stacks), not O(text accepted).
+  GrammarMatcher Fork() const;
+
+ private:
+  struct Position {
+    size_t scan_begin;  // into scan_
+    size_t scan_end;
+    size_t pool_size;
+    bool can_end;
+    bool terminated;
+  };
+
+  const int32_t* scan_begin() const {
+    return scan_.data() + history_.back().scan_begin;
+  }
+  const int32_t* scan_end() const {
+    return scan_.data() + history_.back().scan_end;
+  }
+  // Reads `bytes` from the current position and pushes the result as a new
+  // history entry; on failure leaves everything as it was.
+  absl::Status Advance(std::string_view bytes);
+  void Start();
+
+  CompiledGrammar grammar_;
+  internal::StackPool pool_;
+  internal::Stepper stepper_;
+  std::vector<int32_t> scan_;  // scan sets of every history entry, in order
+  std::vector<Position> history_;
+  bool terminated_ = false;
+  std::vector<int32_t> tmp_a_, tmp_b_;
+  std::vector<int32_t> states_;
+};
+
+}  // namespace grammard::grammar
+
+#endif  // GRAMMARD_GRAMMAR_MATCHER_H_
