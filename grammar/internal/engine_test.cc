@@ -222,6 +222,7 @@ TEST(EngineTest, MasksEqualTheOracleOnRandomGrammars) {
     GrammarGen gen(seed * 7919);
     std::vector<E> rules = gen.Rules();
     Nfa nfa = BuildNfa(rules);
+    ASSERT_TRUE(nfa.PruneUnproductive(0).ok());  // every rule can complete
     auto pda = nfa.Determinize(0, 10000);
     ASSERT_TRUE(pda.ok()) << pda.status();
     auto vocab = RandomVocab(&rng);
@@ -306,6 +307,91 @@ TEST(EngineTest, MasksEqualTheOracleOnRandomGrammars) {
   }
   EXPECT_EQ(grammars, 400);
   EXPECT_GT(checked_steps, 1000);
+}
+
+CompiledGrammar Compile(Nfa nfa, std::shared_ptr<const Vocabulary> vocab) {
+  auto pda = nfa.Determinize(0, 10000);
+  EXPECT_TRUE(pda.ok());
+  return CompiledGrammar(std::make_shared<GrammarData>(
+      std::make_shared<TokenIndex>(vocab), *std::move(pda)));
+}
+
+TEST(EngineTest, PathsThatCanNeverCompleteArePruned) {
+  // r0 ::= "a" | "b" r1 ;  r1 ::= "c" r1   (r1 never completes)
+  Nfa nfa = BuildNfa({Alt({Range('a', 'a'), Seq({Range('b', 'b'), Call(1)})}),
+                      Seq({Range('c', 'c'), Call(1)})});
+  ASSERT_TRUE(nfa.PruneUnproductive(0).ok());
+  auto vocab = *Vocabulary::FromTokens({"a", "b", "bc", "<eos>"}, {3}, {3}, {});
+  GrammarMatcher m(Compile(std::move(nfa), vocab));
+  std::vector<uint32_t> row(1);
+  m.FillNextTokenMask(row.data());
+  EXPECT_EQ(row[0], 1u);  // only "a"
+  ASSERT_TRUE(m.AcceptToken(0).ok());
+  m.FillNextTokenMask(row.data());
+  EXPECT_EQ(row[0], 1u << 3);  // then only the end
+  ASSERT_TRUE(m.AcceptToken(3).ok());
+  EXPECT_TRUE(m.IsTerminated());
+}
+
+TEST(EngineTest, RootThatCanNeverCompleteIsAnError) {
+  Nfa nfa = BuildNfa({Seq({Range('a', 'a'), Call(0)})});
+  absl::Status s = nfa.PruneUnproductive(0);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("rule 'r0' can never complete"), std::string::npos)
+      << s;
+}
+
+TEST(EngineTest, DeterminizeStopsAtTheStateCap) {
+  // (a|b)*a(a|b)(a|b)(a|b)(a|b)(a|b)(a|b): 2^7 DFA states.
+  std::vector<E> seq{Star(Range('a', 'b')), Range('a', 'a')};
+  for (int i = 0; i < 6; ++i) seq.push_back(Range('a', 'b'));
+  Nfa nfa = BuildNfa({Seq(seq)});
+  EXPECT_TRUE(nfa.Determinize(0, 1000).ok());
+  auto capped = nfa.Determinize(0, 50);
+  ASSERT_FALSE(capped.ok());
+  EXPECT_EQ(capped.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(EngineTest, MatcherErrorsLeaveStateUnchanged) {
+  Nfa nfa = BuildNfa({Seq({Range('a', 'a'), Range('b', 'b')})});
+  auto vocab = *Vocabulary::FromTokens({"a", "b", "ab", "<eos>", "<s>"}, {3, 4},
+                                       {3}, {"", {}, 40});
+  GrammarMatcher m(Compile(std::move(nfa), vocab));
+  std::vector<uint32_t> row(2);
+  m.FillNextTokenMask(row.data());
+  EXPECT_EQ(row[0], (1u << 0) | (1u << 2));
+  EXPECT_EQ(row[1], 0u);
+  EXPECT_EQ(m.AcceptToken(1).code(),
+            absl::StatusCode::kInvalidArgument);  // "b" first
+  EXPECT_EQ(m.AcceptToken(3).code(),
+            absl::StatusCode::kInvalidArgument);  // eos too early
+  EXPECT_EQ(m.AcceptToken(4).code(),
+            absl::StatusCode::kInvalidArgument);  // special
+  EXPECT_EQ(m.AcceptToken(39).code(),
+            absl::StatusCode::kInvalidArgument);  // padding
+  EXPECT_EQ(m.AcceptToken(40).code(),
+            absl::StatusCode::kInvalidArgument);  // out of range
+  EXPECT_EQ(m.AcceptToken(-1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(m.Rollback(1).code(), absl::StatusCode::kInvalidArgument);
+  std::vector<uint32_t> again(2);
+  m.FillNextTokenMask(again.data());
+  EXPECT_EQ(again, row);
+  EXPECT_EQ(m.ValidateTokens({0, 1, 3, 0}), 3);
+  EXPECT_EQ(m.num_accepted(), 0);
+  ForcedContinuation f = m.JumpForward();
+  EXPECT_EQ(f.bytes, "ab");
+  EXPECT_EQ(f.token_ids, std::vector<int32_t>{2});
+  ASSERT_TRUE(m.AcceptString("ab").ok());
+  EXPECT_TRUE(m.CanTerminate());
+  ASSERT_TRUE(m.AcceptToken(3).ok());
+  EXPECT_TRUE(m.IsTerminated());
+  EXPECT_EQ(m.AcceptToken(0).code(), absl::StatusCode::kFailedPrecondition);
+  m.FillNextTokenMask(again.data());
+  EXPECT_EQ(again[0], 1u << 3);
+  ASSERT_TRUE(m.Rollback(1).ok());
+  EXPECT_FALSE(m.IsTerminated());
+  m.Reset();
+  EXPECT_EQ(m.num_accepted(), 0);
 }
 
 }  // namespace

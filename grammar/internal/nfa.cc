@@ -41,6 +41,66 @@ std::vector<int32_t> Nfa::EpsilonClosure(std::vector<int32_t> set) const {
   return set;
 }
 
+absl::Status Nfa::PruneUnproductive(int32_t root) {
+  const int32_t n = num_states();
+  std::vector<bool> productive(rules_.size(), false);
+  // Reverse edges, to walk back from each rule's end.
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> preds(
+      n);  // (from, called rule or -1)
+  for (int32_t s = 0; s < n; ++s) {
+    for (const ByteEdge& e : states_[s].bytes) preds[e.to].push_back({s, -1});
+    for (int32_t t : states_[s].epsilon) preds[t].push_back({s, -1});
+    for (const CallEdge& c : states_[s].calls)
+      preds[c.to].push_back({s, c.rule});
+  }
+  std::vector<bool> live(n, false);
+  // Liveness grows with the set of productive rules: repeat to a fixpoint.
+  for (bool changed = true; changed;) {
+    changed = false;
+    std::fill(live.begin(), live.end(), false);
+    std::vector<int32_t> work;
+    for (const Rule& r : rules_) {
+      live[r.accept] = true;
+      work.push_back(r.accept);
+    }
+    while (!work.empty()) {
+      int32_t t = work.back();
+      work.pop_back();
+      for (auto [from, rule] : preds[t]) {
+        if (live[from] || (rule >= 0 && !productive[rule])) continue;
+        live[from] = true;
+        work.push_back(from);
+      }
+    }
+    for (size_t r = 0; r < rules_.size(); ++r) {
+      if (!productive[r] && live[rules_[r].start]) {
+        productive[r] = true;
+        changed = true;
+      }
+    }
+  }
+  if (!productive[root]) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the grammar accepts no string: rule '", rules_[root].name,
+                     "' can never complete"));
+  }
+  for (State& st : states_) {
+    auto dead_byte = [&](const ByteEdge& e) { return !live[e.to]; };
+    st.bytes.erase(std::remove_if(st.bytes.begin(), st.bytes.end(), dead_byte),
+                   st.bytes.end());
+    auto dead_eps = [&](int32_t t) { return !live[t]; };
+    st.epsilon.erase(
+        std::remove_if(st.epsilon.begin(), st.epsilon.end(), dead_eps),
+        st.epsilon.end());
+    auto dead_call = [&](const CallEdge& c) {
+      return !live[c.to] || !productive[c.rule];
+    };
+    st.calls.erase(std::remove_if(st.calls.begin(), st.calls.end(), dead_call),
+                   st.calls.end());
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Pda> Nfa::Determinize(int32_t root, int32_t max_states) const {
   Pda pda;
   for (const Rule& r : rules_) pda.AddRule(r.name);

@@ -45,6 +45,13 @@ class Nfa {
     states_[from].epsilon.push_back(to);
   }
 
+  // Drops what can never be part of a complete string: calls to rules that
+  // cannot complete, and states from which the rule's end is out of reach.
+  // Afterwards every path a matcher can take still leads to a complete
+  // string, so a matcher is never stuck with no allowed byte. Fails with
+  // InvalidArgument, naming the rule, if `root` can never complete.
+  absl::Status PruneUnproductive(int32_t root);
+
   // Determinizes every rule; `root` is the grammar's start rule. Fails with
   // ResourceExhausted past max_states DFA states in all.
   absl::StatusOr<Pda> Determinize(int32_t root, int32_t max_states) const;
