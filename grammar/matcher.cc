@@ -218,4 +218,12 @@ GrammarMatcher GrammarMatcher::Fork() const {
   return copy;
 }
 
+void FillMasks(const std::vector<GrammarMatcher*>& matchers, uint32_t* masks,
+               size_t stride_words, ThreadPool* pool) {
+  pool->ParallelFor(static_cast<int64_t>(matchers.size()), [&](int64_t i) {
+    if (matchers[i] != nullptr)
+      matchers[i]->FillNextTokenMask(masks + i * stride_words);
+  });
+}
+
 }  // namespace grammard::grammar

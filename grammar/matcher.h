@@ -34,6 +34,7 @@
 #include "absl/status/status.h"
 #include "grammar/compiled_grammar.h"
 #include "grammar/internal/stack.h"
+#include "grammar/thread_pool.h"
 
 namespace grammard::grammar {
 
@@ -124,6 +125,12 @@ class GrammarMatcher {
   std::vector<int32_t> tmp_a_, tmp_b_;
   std::vector<int32_t> states_;
 };
+
+// Fills the mask rows of a batch: row i, at masks + i * stride_words, for
+// matchers[i] (null entries are skipped), spread over the pool's threads.
+// Each matcher must be distinct.
+void FillMasks(const std::vector<GrammarMatcher*>& matchers, uint32_t* masks,
+               size_t stride_words, ThreadPool* pool);
 
 }  // namespace grammard::grammar
 

@@ -52,6 +52,19 @@ CloseFlags Stepper::Close(StackPool* pool_in, const int32_t* seeds, size_t n,
 CloseFlags Stepper::Step(StackPool* pool, const int32_t* begin,
                          const int32_t* end, uint8_t byte,
                          std::vector<int32_t>* scan) {
+  if (end - begin == 1) {
+    // One stack top moving to a state that neither calls nor ends needs no
+    // closing; a self-loop keeps the very node.
+    const StackNode node = (*pool)[*begin];
+    const int32_t next = pda_->Next(node.state, byte);
+    if (next == Pda::kDead) return {};
+    if (!pda_->IsFinal(next) &&
+        pda_->CallsBegin(next) == pda_->CallsEnd(next)) {
+      scan->push_back(next == node.state ? *begin
+                                         : pool->Add(next, node.parent));
+      return {};
+    }
+  }
   seeds_.clear();
   made_.clear();
   for (const int32_t* it = begin; it != end; ++it) {

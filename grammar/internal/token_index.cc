@@ -22,6 +22,41 @@ TokenIndex::TokenIndex(std::shared_ptr<const Vocabulary> vocab)
     while (k < n && x[k] == y[k]) ++k;
     lcp_[i] = static_cast<int32_t>(k);
   }
+  BuildTrie();
+}
+
+void TokenIndex::BuildTrie() {
+  // Tokens in byte order give the trie's nodes in depth-first order: token i
+  // adds one node per byte past what it shares with token i - 1.
+  node_byte_.push_back(0);
+  node_depth_.push_back(0);
+  node_end_.push_back(0);
+  std::vector<int32_t> path{
+      0};  // path[d] = node at depth d on the current branch
+  std::vector<int32_t> token_node(ids_.size());
+  for (int32_t i = 0; i < size(); ++i) {
+    std::string_view b = bytes(i);
+    size_t keep = static_cast<size_t>(
+        std::min<int32_t>(lcp_[i], static_cast<int32_t>(b.size())));
+    keep = std::min(keep, path.size() - 1);
+    for (size_t d = keep + 1; d < path.size(); ++d)
+      node_end_[path[d]] = num_nodes();
+    path.resize(keep + 1);
+    for (size_t d = keep; d < b.size(); ++d) {
+      path.push_back(num_nodes());
+      node_byte_.push_back(static_cast<uint8_t>(b[d]));
+      node_depth_.push_back(
+          static_cast<uint16_t>(std::min<size_t>(d + 1, 65535)));
+      node_end_.push_back(0);
+    }
+    token_node[i] = path[b.size()];
+  }
+  for (int32_t n : path) node_end_[n] = num_nodes();
+  // Tokens are in trie order already; count them per node.
+  node_tokens_.assign(num_nodes() + 1, 0);
+  for (int32_t n : token_node) ++node_tokens_[n + 1];
+  for (int32_t n = 0; n < num_nodes(); ++n)
+    node_tokens_[n + 1] += node_tokens_[n];
 }
 
 int32_t TokenIndex::SkipPast(int32_t i, int32_t depth) const {

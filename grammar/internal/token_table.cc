@@ -33,36 +33,59 @@ StateTokens ClassifyState(const Pda& pda, const TokenIndex& index,
   std::vector<int32_t> scratch;
   std::vector<int32_t> contexts;
   const std::vector<int32_t>& returns = pda.ReturnStates(pda.StateRule(state));
+  // levels[d]: after reading the first d bytes of the current trie path.
   std::vector<Level> levels{
       {inner.size(), 0, pool.size(), false, false, false}};
-  // Level d's inner nodes are inner[levels[d-1].inner_end,
-  // levels[d].inner_end).
-  auto range_begin = [&](size_t d, bool is_inner) -> size_t {
+  auto begin_of = [&](size_t d, bool is_inner) -> size_t {
     if (d == 0) return 0;
     return is_inner ? levels[d - 1].inner_end : levels[d - 1].outer_end;
   };
+  auto push_level = [&](Level next) {
+    next.inner_end = inner.size();
+    next.outer_end = outer.size();
+    next.pool_size = pool.size();
+    levels.push_back(next);
+  };
 
-  for (int32_t i = 0; i < index.size(); ++i) {
-    std::string_view bytes = index.bytes(i);
-    size_t depth =
-        std::min<size_t>(static_cast<size_t>(index.lcp(i)), levels.size() - 1);
-    levels.resize(depth + 1);
-    inner.resize(levels[depth].inner_end);
-    outer.resize(levels[depth].outer_end);
-    pool.Truncate(levels[depth].pool_size);
-    while (depth < bytes.size() && !levels[depth].dead) {
-      const Level& from = levels[depth];
-      const uint8_t byte = static_cast<uint8_t>(bytes[depth]);
-      Level next{};
-      next.escaped = from.escaped;
+  for (int32_t node = 1; node < index.num_nodes();) {
+    const size_t depth = index.node_depth(node);
+    levels.resize(depth);
+    const Level from = levels[depth - 1];
+    inner.resize(from.inner_end);
+    outer.resize(from.outer_end);
+    pool.Truncate(from.pool_size);
+    const uint8_t byte = index.node_byte(node);
+    const size_t inner_begin = begin_of(depth - 1, true);
+    const size_t outer_begin = begin_of(depth - 1, false);
+    Level next{};
+    next.escaped = from.escaped;
+    bool done = false;
+    if (from.inner_end - inner_begin == 1 && from.outer_end == outer_begin &&
+        !from.escaped) {
+      // Most of the walk: a single stack top. A move to a state without
+      // calls or an end needs no closing; a self-loop keeps the very node.
+      const StackNode top = pool[inner[inner_begin]];
+      const int32_t to = pda.Next(top.state, byte);
+      if (to == Pda::kDead) {
+        next.dead = true;
+        push_level(next);
+        done = true;
+      } else if (!pda.IsFinal(to) && pda.CallsBegin(to) == pda.CallsEnd(to)) {
+        inner.push_back(to == top.state ? inner[inner_begin]
+                                        : pool.Add(to, top.parent));
+        push_level(next);
+        done = true;
+      }
+    }
+    if (!done) {
       scratch.clear();
       CloseFlags fi =
-          stepper.Step(&pool, inner.data() + range_begin(depth, true),
+          stepper.Step(&pool, inner.data() + inner_begin,
                        inner.data() + from.inner_end, byte, &scratch);
       inner.insert(inner.end(), scratch.begin(), scratch.end());
       scratch.clear();
       CloseFlags fo =
-          stepper.Step(&pool, outer.data() + range_begin(depth, false),
+          stepper.Step(&pool, outer.data() + outer_begin,
                        outer.data() + from.outer_end, byte, &scratch);
       next.escaped |= fo.open;
       if (fi.bottom) {
@@ -74,24 +97,23 @@ StateTokens ClassifyState(const Pda& pda, const TokenIndex& index,
         next.escaped |= fc.open;
       }
       outer.insert(outer.end(), scratch.begin(), scratch.end());
-      next.inner_end = inner.size();
-      next.outer_end = outer.size();
-      next.pool_size = pool.size();
-      next.dead = next.inner_end == from.inner_end &&
-                  next.outer_end == from.outer_end && !next.escaped;
-      levels.push_back(next);
-      ++depth;
+      next.dead = inner.size() == from.inner_end &&
+                  outer.size() == from.outer_end && !next.escaped;
+      push_level(next);
     }
-    if (depth < bytes.size()) continue;  // died before its last byte
     const Level& end = levels[depth];
-    const bool inner_alive = end.inner_end > range_begin(depth, true);
-    const bool outer_alive = end.outer_end > range_begin(depth, false);
-    const int32_t id = index.id(i);
-    if (inner_alive || end.left_here) {
-      out.accepted[id >> 5] |= 1u << (id & 31);
-    } else if (outer_alive || end.escaped) {
-      out.uncertain.push_back(id);
+    const bool inner_alive = end.inner_end > from.inner_end;
+    const bool outer_alive = end.outer_end > from.outer_end;
+    for (int32_t t = index.node_tokens_begin(node);
+         t < index.node_tokens_end(node); ++t) {
+      const int32_t id = index.id(t);
+      if (inner_alive || end.left_here) {
+        out.accepted[id >> 5] |= 1u << (id & 31);
+      } else if (outer_alive || end.escaped) {
+        out.uncertain.push_back(id);
+      }
     }
+    node = end.dead ? index.node_end(node) : node + 1;
   }
   return out;
 }
