@@ -139,10 +139,16 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
     const uint32_t* bits = t->accepted.data();
     for (int32_t w = 0; w < words; ++w) row[w] |= bits[w];
   }
-  // Uncertain tokens depend on each stack's own callers.
+  // Uncertain tokens depend on each stack's callers: the first caller's
+  // state settles most of them (precomputed), the rest are read for real.
   for (const int32_t* it = scan_begin(); it != scan_end(); ++it) {
-    const internal::StateTokens* t = data.table.For(pool_[*it].state);
-    for (int32_t id : t->uncertain) {
+    const StackNode node = pool_[*it];
+    const internal::StateTokens* t = data.table.For(node.state);
+    // Below the root rule's frame nothing may follow.
+    if (t->uncertain.empty() || node.parent == kBottom) continue;
+    const internal::ContextTokens* ctx = t->Context(pool_[node.parent].state);
+    for (int32_t id : ctx->accepted) row[id >> 5] |= 1u << (id & 31);
+    for (int32_t id : ctx->uncertain) {
       if (row[id >> 5] & (1u << (id & 31))) continue;
       if (stepper_.CanRead(&pool_, it, it + 1, vocab.bytes(id))) {
         row[id >> 5] |= 1u << (id & 31);

@@ -1,5 +1,7 @@
 #include "grammar/internal/token_table.h"
 
+#include <algorithm>
+
 #include "grammar/internal/stack.h"
 
 namespace grammard::grammar::internal {
@@ -118,12 +120,66 @@ StateTokens ClassifyState(const Pda& pda, const TokenIndex& index,
   return out;
 }
 
+const ContextTokens* StateTokens::Context(int32_t return_state) const {
+  auto it = std::lower_bound(
+      contexts.begin(), contexts.end(), return_state,
+      [](const ContextTokens& c, int32_t r) { return c.return_state < r; });
+  return it != contexts.end() && it->return_state == return_state ? &*it
+                                                                  : nullptr;
+}
+
+namespace {
+
+// Reads each uncertain token of `state` with `return_state` as its caller
+// and an unknown frame below that.
+ContextTokens ClassifyInContext(const Pda& pda, const TokenIndex& index,
+                                int32_t state, int32_t return_state,
+                                const std::vector<int32_t>& uncertain) {
+  ContextTokens out{return_state, {}, {}};
+  StackPool pool;
+  Stepper stepper(pda);
+  const int32_t caller = pool.Add(return_state, kOpen);
+  const int32_t top = pool.Add(state, caller);
+  std::vector<int32_t> cur, next;
+  for (int32_t id : uncertain) {
+    std::string_view bytes = index.vocab().bytes(id);
+    pool.Truncate(2);
+    cur.assign(1, top);
+    bool escaped = false, ended = false;
+    for (size_t i = 0; i < bytes.size() && !cur.empty(); ++i) {
+      next.clear();
+      CloseFlags f = stepper.Step(&pool, cur.data(), cur.data() + cur.size(),
+                                  static_cast<uint8_t>(bytes[i]), &next);
+      if (f.open) {
+        if (i + 1 == bytes.size())
+          ended = true;
+        else
+          escaped = true;
+      }
+      cur.swap(next);
+    }
+    if (!cur.empty() || ended) {
+      out.accepted.push_back(id);
+    } else if (escaped) {
+      out.uncertain.push_back(id);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 TokenTable::TokenTable(const Pda& pda, const TokenIndex& index) {
   slot_.assign(pda.num_states(), -1);
   for (int32_t s = 0; s < pda.num_states(); ++s) {
     if (!pda.HasBytes(s)) continue;
     slot_[s] = static_cast<int32_t>(tables_.size());
     tables_.push_back(ClassifyState(pda, index, s));
+    StateTokens& t = tables_.back();
+    if (t.uncertain.empty()) continue;
+    for (int32_t r : pda.ReturnStates(pda.StateRule(s))) {
+      t.contexts.push_back(ClassifyInContext(pda, index, s, r, t.uncertain));
+    }
   }
 }
 

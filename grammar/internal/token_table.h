@@ -28,9 +28,24 @@
 
 namespace grammard::grammar::internal {
 
+// The uncertain tokens of a state decided once the caller's return state is
+// known: most tokens that leave a rule end inside its caller (`",` after a
+// string in an array), so one level of context settles them.
+struct ContextTokens {
+  int32_t return_state;
+  std::vector<int32_t> accepted;   // allowed whatever lies below the caller
+  std::vector<int32_t> uncertain;  // leave the caller's rule too: check
+};
+
 struct StateTokens {
   std::vector<uint32_t> accepted;  // bitset over the vocabulary's ids
   std::vector<int32_t> uncertain;  // token ids, in byte order
+  // One entry per return state of the state's rule, by return_state, when
+  // `uncertain` is not empty. With no caller at all (the root rule's frame
+  // at the bottom) every uncertain token is rejected: nothing may follow.
+  std::vector<ContextTokens> contexts;
+
+  const ContextTokens* Context(int32_t return_state) const;
 };
 
 class TokenTable {
@@ -50,7 +65,8 @@ class TokenTable {
   std::vector<StateTokens> tables_;
 };
 
-// Classifies every token of `index` for `state` (exposed for tests).
+// Classifies every token of `index` for `state`, with contexts (exposed for
+// tests).
 StateTokens ClassifyState(const Pda& pda, const TokenIndex& index,
                           int32_t state);
 
