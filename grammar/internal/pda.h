@@ -46,8 +46,15 @@ class Pda {
   int32_t RuleStart(int32_t rule) const { return rule_start_[rule]; }
   int32_t StateRule(int32_t state) const { return state_rule_[state]; }
   const std::string& RuleName(int32_t rule) const { return rule_names_[rule]; }
-  // Every state some call of `rule` returns to: the contexts a state of
-  // `rule` may find below it on the stack.
+  // A state that only ends its rule (final, no bytes, no calls). A call
+  // returning to one is a tail call: the callee returns straight to the
+  // caller's own caller, so such frames are never pushed.
+  bool IsTail(int32_t state) const {
+    return IsFinal(state) && !HasBytes(state) &&
+           CallsBegin(state) == CallsEnd(state);
+  }
+  // Every state a stack top of `rule` may find right below it: the return
+  // states of its calls, seen through tail calls.
   const std::vector<int32_t>& ReturnStates(int32_t rule) const {
     return return_states_[rule];
   }

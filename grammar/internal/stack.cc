@@ -41,7 +41,10 @@ CloseFlags Stepper::Close(StackPool* pool_in, const int32_t* seeds, size_t n,
     if (pda.IsFinal(node.state)) work_.push_back(node.parent);
     for (const PdaCall* c = pda.CallsBegin(node.state);
          c != pda.CallsEnd(node.state); ++c) {
-      int32_t ret = Intern(&pool, c->return_state, node.parent);
+      // A tail call returns straight to this node's parent.
+      int32_t ret = pda.IsTail(c->return_state)
+                        ? node.parent
+                        : Intern(&pool, c->return_state, node.parent);
       work_.push_back(Intern(&pool, pda.RuleStart(c->rule), ret));
     }
   }
