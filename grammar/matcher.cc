@@ -139,16 +139,25 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
     const uint32_t* bits = t->accepted.data();
     for (int32_t w = 0; w < words; ++w) row[w] |= bits[w];
   }
-  // Uncertain tokens depend on each stack's callers: the first caller's
-  // state settles most of them (precomputed), the rest are read for real.
+  // Uncertain tokens depend on each stack's callers: the nearest callers'
+  // states settle most of them (precomputed), the rest are read for real.
   for (const int32_t* it = scan_begin(); it != scan_end(); ++it) {
     const StackNode node = pool_[*it];
     const internal::StateTokens* t = data.table.For(node.state);
     // Below the root rule's frame nothing may follow.
     if (t->uncertain.empty() || node.parent == kBottom) continue;
+    const std::vector<int32_t>* pending = &t->uncertain;
     const internal::ContextTokens* ctx = t->Context(pool_[node.parent].state);
-    for (int32_t id : ctx->accepted) row[id >> 5] |= 1u << (id & 31);
-    for (int32_t id : ctx->uncertain) {
+    int32_t caller = node.parent;
+    while (ctx != nullptr) {
+      for (int32_t id : ctx->accepted) row[id >> 5] |= 1u << (id & 31);
+      pending = &ctx->uncertain;
+      caller = pool_[caller].parent;
+      if (pending->empty() || caller == kBottom) break;
+      ctx = ctx->Context(pool_[caller].state);
+    }
+    if (ctx != nullptr && (pending->empty() || caller == kBottom)) continue;
+    for (int32_t id : *pending) {
       if (row[id >> 5] & (1u << (id & 31))) continue;
       if (stepper_.CanRead(&pool_, it, it + 1, vocab.bytes(id))) {
         row[id >> 5] |= 1u << (id & 31);

@@ -172,7 +172,7 @@ absl::StatusOr<Pda> Nfa::Determinize(int32_t root, int32_t max_states) const {
   }
   if (!status.ok()) return status;
   pda.Finish();
-  return pda;
+  return pda.Minimized();
 }
 
 }  // namespace grammard::grammar::internal

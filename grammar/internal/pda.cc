@@ -1,6 +1,7 @@
 #include "grammar/internal/pda.h"
 
 #include <algorithm>
+#include <map>
 
 namespace grammard::grammar::internal {
 
@@ -70,6 +71,85 @@ void Pda::Finish() {
       changed |= mine.size() != before;
     }
   }
+}
+
+Pda Pda::Minimized() const {
+  const int32_t n = num_states();
+  std::vector<int32_t> cls(n), next_cls(n);
+  std::map<std::vector<int32_t>, int32_t> ids;
+  std::vector<int32_t> sig;
+  auto classify = [&](auto&& signature) {
+    ids.clear();
+    for (int32_t s = 0; s < n; ++s) {
+      signature(s);
+      next_cls[s] =
+          ids.emplace(sig, static_cast<int32_t>(ids.size())).first->second;
+    }
+    return static_cast<int32_t>(ids.size());
+  };
+  int32_t count = classify([&](int32_t s) {
+    sig.assign({StateRule(s), final_[s]});
+  });
+  while (true) {
+    cls = next_cls;
+    int32_t refined = classify([&](int32_t s) {
+      sig.assign({cls[s]});
+      // Byte moves, run-length encoded: (first byte of a run, target class).
+      int32_t prev = -2;
+      for (int b = 0; b < 256; ++b) {
+        int32_t t = Next(s, static_cast<uint8_t>(b));
+        int32_t c = t == kDead ? -1 : cls[t];
+        if (c != prev) {
+          sig.push_back(b);
+          sig.push_back(c);
+          prev = c;
+        }
+      }
+      std::vector<std::pair<int32_t, int32_t>> calls;
+      for (const PdaCall* c = CallsBegin(s); c != CallsEnd(s); ++c) {
+        calls.push_back({c->rule, cls[c->return_state]});
+      }
+      std::sort(calls.begin(), calls.end());
+      sig.push_back(-3);
+      for (auto [rule, ret] : calls) {
+        sig.push_back(rule);
+        sig.push_back(ret);
+      }
+    });
+    if (refined == count) break;
+    count = refined;
+  }
+  cls = next_cls;
+
+  Pda out;
+  for (const std::string& name : rule_names_) out.AddRule(name);
+  out.SetRoot(root_rule_);
+  std::vector<int32_t> state_of(count, -1), rep(count, -1);
+  for (int32_t s = 0; s < n; ++s) {
+    if (rep[cls[s]] < 0) rep[cls[s]] = s;
+  }
+  // Each rule's start first, so it stays the rule's first state.
+  for (int32_t r = 0; r < num_rules(); ++r) {
+    int32_t c = cls[RuleStart(r)];
+    if (state_of[c] < 0) state_of[c] = out.AddState(r, IsFinal(rep[c]));
+  }
+  for (int32_t c = 0; c < count; ++c) {
+    if (state_of[c] < 0)
+      state_of[c] = out.AddState(StateRule(rep[c]), IsFinal(rep[c]));
+  }
+  for (int32_t c = 0; c < count; ++c) {
+    const int32_t s = rep[c];
+    for (int b = 0; b < 256; ++b) {
+      int32_t t = Next(s, static_cast<uint8_t>(b));
+      if (t != kDead)
+        out.SetNext(state_of[c], static_cast<uint8_t>(b), state_of[cls[t]]);
+    }
+    for (const PdaCall* call = CallsBegin(s); call != CallsEnd(s); ++call) {
+      out.AddCall(state_of[c], {call->rule, state_of[cls[call->return_state]]});
+    }
+  }
+  out.Finish();
+  return out;
 }
 
 size_t Pda::MemoryBytes() const {

@@ -61,6 +61,13 @@ class Pda {
 
   size_t MemoryBytes() const;
 
+  // An equivalent Pda with equivalent states of each rule merged (Moore's
+  // partition refinement): states that end alike, move alike on every byte
+  // and call alike. Fewer states means fewer token classifications, and the
+  // subset construction leaves many duplicates (inside a JSON string after a
+  // plain character, after an escape, after \uXXXX, ...).
+  Pda Minimized() const;
+
   // Building, in order: AddRule for each rule, then per rule AddState for
   // each of its states (the first added is the rule's start), SetNext /
   // AddCall, and finally Finish().

@@ -7,6 +7,14 @@
 namespace grammard::grammar::internal {
 namespace {
 
+// What lies below a frame of `rule` when nothing else is known: nothing at
+// all for a root rule no one calls (so leaving it ends the text), else an
+// unknown caller.
+int32_t Below(const Pda& pda, int32_t rule) {
+  return rule == pda.root_rule() && pda.ReturnStates(rule).empty() ? kBottom
+                                                                   : kOpen;
+}
+
 // One byte deeper in the token trie: the stack sets after reading the
 // prefix so far. `inner` nodes still have the classified state's frame below
 // them (their stacks end in kBottom); `outer` nodes have left it into one of
@@ -17,6 +25,7 @@ struct Level {
   size_t pool_size;
   bool left_here;  // the frame was left right after this level's byte
   bool escaped;    // some path left the return state's rule too
+  bool ended;      // some path left and ended the whole text right here
   bool dead;       // nothing can read a further byte
 };
 
@@ -37,7 +46,7 @@ StateTokens ClassifyState(const Pda& pda, const TokenIndex& index,
   const std::vector<int32_t>& returns = pda.ReturnStates(pda.StateRule(state));
   // levels[d]: after reading the first d bytes of the current trie path.
   std::vector<Level> levels{
-      {inner.size(), 0, pool.size(), false, false, false}};
+      {inner.size(), 0, pool.size(), false, false, false, false}};
   auto begin_of = [&](size_t d, bool is_inner) -> size_t {
     if (d == 0) return 0;
     return is_inner ? levels[d - 1].inner_end : levels[d - 1].outer_end;
@@ -90,13 +99,17 @@ StateTokens ClassifyState(const Pda& pda, const TokenIndex& index,
           stepper.Step(&pool, outer.data() + outer_begin,
                        outer.data() + from.outer_end, byte, &scratch);
       next.escaped |= fo.open;
+      next.ended |= fo.bottom;
       if (fi.bottom) {
         next.left_here = true;
         contexts.clear();
-        for (int32_t r : returns) contexts.push_back(pool.Add(r, kOpen));
+        for (int32_t r : returns) {
+          contexts.push_back(pool.Add(r, Below(pda, pda.StateRule(r))));
+        }
         CloseFlags fc =
             stepper.Close(&pool, contexts.data(), contexts.size(), &scratch);
         next.escaped |= fc.open;
+        next.ended |= fc.bottom;
       }
       outer.insert(outer.end(), scratch.begin(), scratch.end());
       next.dead = inner.size() == from.inner_end &&
@@ -111,7 +124,7 @@ StateTokens ClassifyState(const Pda& pda, const TokenIndex& index,
       const int32_t id = index.id(t);
       if (inner_alive || end.left_here) {
         out.accepted[id >> 5] |= 1u << (id & 31);
-      } else if (outer_alive || end.escaped) {
+      } else if (outer_alive || end.escaped || end.ended) {
         out.uncertain.push_back(id);
       }
     }
@@ -120,7 +133,10 @@ StateTokens ClassifyState(const Pda& pda, const TokenIndex& index,
   return out;
 }
 
-const ContextTokens* StateTokens::Context(int32_t return_state) const {
+namespace {
+
+const ContextTokens* FindContext(const std::vector<ContextTokens>& contexts,
+                                 int32_t return_state) {
   auto it = std::lower_bound(
       contexts.begin(), contexts.end(), return_state,
       [](const ContextTokens& c, int32_t r) { return c.return_state < r; });
@@ -128,34 +144,40 @@ const ContextTokens* StateTokens::Context(int32_t return_state) const {
                                                                   : nullptr;
 }
 
-namespace {
+// How many callers deep contexts go, and how many a state may hold in all:
+// enough for JSON's `"},` (string, object, array) without letting
+// grammars with many call sites grow without bound.
+constexpr int kMaxContextDepth = 3;
+constexpr int kMaxContextsPerState = 512;
 
-// Reads each uncertain token of `state` with `return_state` as its caller
-// and an unknown frame below that.
+// Reads `uncertain` tokens of `state` with `chain` as its callers (chain[0]
+// the nearest) and, below the last, whatever its rule may find.
 ContextTokens ClassifyInContext(const Pda& pda, const TokenIndex& index,
-                                int32_t state, int32_t return_state,
-                                const std::vector<int32_t>& uncertain) {
-  ContextTokens out{return_state, {}, {}};
+                                int32_t state,
+                                const std::vector<int32_t>& chain,
+                                const std::vector<int32_t>& uncertain,
+                                int* budget) {
+  ContextTokens out{chain.back(), {}, {}, {}};
   StackPool pool;
   Stepper stepper(pda);
-  const int32_t caller = pool.Add(return_state, kOpen);
-  const int32_t top = pool.Add(state, caller);
+  int32_t below = Below(pda, pda.StateRule(chain.back()));
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it)
+    below = pool.Add(*it, below);
+  const int32_t top = pool.Add(state, below);
+  const size_t base = pool.size();
   std::vector<int32_t> cur, next;
   for (int32_t id : uncertain) {
     std::string_view bytes = index.vocab().bytes(id);
-    pool.Truncate(2);
+    pool.Truncate(base);
     cur.assign(1, top);
     bool escaped = false, ended = false;
     for (size_t i = 0; i < bytes.size() && !cur.empty(); ++i) {
       next.clear();
       CloseFlags f = stepper.Step(&pool, cur.data(), cur.data() + cur.size(),
                                   static_cast<uint8_t>(bytes[i]), &next);
-      if (f.open) {
-        if (i + 1 == bytes.size())
-          ended = true;
-        else
-          escaped = true;
-      }
+      const bool last = i + 1 == bytes.size();
+      if (f.open) (last ? ended : escaped) = true;
+      if (f.bottom && last) ended = true;
       cur.swap(next);
     }
     if (!cur.empty() || ended) {
@@ -164,10 +186,29 @@ ContextTokens ClassifyInContext(const Pda& pda, const TokenIndex& index,
       out.uncertain.push_back(id);
     }
   }
+  if (out.uncertain.empty() ||
+      static_cast<int>(chain.size()) >= kMaxContextDepth)
+    return out;
+  std::vector<int32_t> deeper = chain;
+  deeper.push_back(0);
+  for (int32_t r : pda.ReturnStates(pda.StateRule(chain.back()))) {
+    if (--*budget < 0) break;
+    deeper.back() = r;
+    out.contexts.push_back(
+        ClassifyInContext(pda, index, state, deeper, out.uncertain, budget));
+  }
   return out;
 }
 
 }  // namespace
+
+const ContextTokens* ContextTokens::Context(int32_t return_state) const {
+  return FindContext(contexts, return_state);
+}
+
+const ContextTokens* StateTokens::Context(int32_t return_state) const {
+  return FindContext(contexts, return_state);
+}
 
 TokenTable::TokenTable(const Pda& pda, const TokenIndex& index) {
   slot_.assign(pda.num_states(), -1);
@@ -177,17 +218,32 @@ TokenTable::TokenTable(const Pda& pda, const TokenIndex& index) {
     tables_.push_back(ClassifyState(pda, index, s));
     StateTokens& t = tables_.back();
     if (t.uncertain.empty()) continue;
+    int budget = kMaxContextsPerState;
     for (int32_t r : pda.ReturnStates(pda.StateRule(s))) {
-      t.contexts.push_back(ClassifyInContext(pda, index, s, r, t.uncertain));
+      if (--budget < 0) break;
+      t.contexts.push_back(
+          ClassifyInContext(pda, index, s, {r}, t.uncertain, &budget));
     }
   }
 }
+
+namespace {
+
+size_t ContextBytes(const ContextTokens& c) {
+  size_t bytes =
+      sizeof(c) + (c.accepted.size() + c.uncertain.size()) * sizeof(int32_t);
+  for (const ContextTokens& d : c.contexts) bytes += ContextBytes(d);
+  return bytes;
+}
+
+}  // namespace
 
 size_t TokenTable::MemoryBytes() const {
   size_t bytes = slot_.size() * sizeof(int32_t);
   for (const StateTokens& t : tables_) {
     bytes += t.accepted.size() * sizeof(uint32_t) +
              t.uncertain.size() * sizeof(int32_t);
+    for (const ContextTokens& c : t.contexts) bytes += ContextBytes(c);
   }
   return bytes;
 }

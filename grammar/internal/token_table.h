@@ -28,13 +28,18 @@
 
 namespace grammard::grammar::internal {
 
-// The uncertain tokens of a state decided once the caller's return state is
-// known: most tokens that leave a rule end inside its caller (`",` after a
-// string in an array), so one level of context settles them.
+// Uncertain tokens settled by what lies below a stack top: most tokens that
+// leave a rule end inside its caller (`",` after a string in an array), so
+// one or two levels of known callers decide them.
 struct ContextTokens {
-  int32_t return_state;
-  std::vector<int32_t> accepted;   // allowed whatever lies below the caller
-  std::vector<int32_t> uncertain;  // leave the caller's rule too: check
+  int32_t return_state;            // the caller's state at this level
+  std::vector<int32_t> accepted;   // allowed whatever lies further below
+  std::vector<int32_t> uncertain;  // leave this caller's rule too
+  // The next caller down, by return_state, while uncertain is not empty and
+  // the depth limit allows; past it the matcher reads the tokens for real.
+  std::vector<ContextTokens> contexts;
+
+  const ContextTokens* Context(int32_t return_state) const;
 };
 
 struct StateTokens {
