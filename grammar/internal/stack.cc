@@ -4,16 +4,87 @@
 
 namespace grammard::grammar::internal {
 
+void StampedMap::Insert(uint64_t key, int32_t value) {
+  if ((size_ + 1) * 2 > slots_.size()) {
+    std::vector<Slot> old;
+    old.swap(slots_);
+    slots_.assign(old.size() * 2, Slot{});
+    const uint32_t live = gen_;
+    gen_ = 1;
+    size_ = 0;
+    for (const Slot& slot : old) {
+      if (slot.gen == live) Insert(slot.key, slot.value);
+    }
+  }
+  for (size_t i = Hash(key);; i = (i + 1) & (slots_.size() - 1)) {
+    Slot& slot = slots_[i];
+    if (slot.gen != gen_) {
+      slot = {key, value, gen_};
+      ++size_;
+      return;
+    }
+    if (slot.key == key) {
+      slot.value = value;
+      return;
+    }
+  }
+}
+
 int32_t Stepper::Intern(StackPool* pool, int32_t state, int32_t parent) {
   // Equal stacks must be one node, or sets would grow with every ambiguity;
   // nodes made during one step are the only candidates.
-  for (int32_t id : made_) {
-    const StackNode& node = (*pool)[id];
-    if (node.state == state && node.parent == parent) return id;
-  }
-  int32_t id = pool->Add(state, parent);
-  made_.push_back(id);
+  const uint64_t key =
+      (static_cast<uint64_t>(static_cast<uint32_t>(state)) << 32) |
+      static_cast<uint32_t>(parent);
+  int32_t id = made_.Find(key);
+  if (id >= 0) return id;
+  id = pool->Add(state, parent);
+  made_.Insert(key, id);
   return id;
+}
+
+bool Stepper::CloseChain(StackPool* pool_in, int32_t seed,
+                         std::vector<int32_t>* scan, CloseFlags* flags) {
+  StackPool& pool = *pool_in;
+  const Pda& pda = *pda_;
+  const size_t mark = scan->size();
+  size_t after_seed = mark;  // where the closure of the seed's parent begins
+  CloseFlags reached;
+  for (int32_t id = seed;;) {
+    if (id == kBottom || id == kOpen) {
+      (id == kBottom ? reached.bottom : reached.open) = true;
+      break;
+    }
+    if (id != seed) {
+      const ChainMemo& m = pool.memo(id);
+      if (m.count >= 0) {
+        scan->insert(scan->end(), m.ids, m.ids + m.count);
+        reached.bottom |= m.flags.bottom;
+        reached.open |= m.flags.open;
+        break;
+      }
+    }
+    const StackNode& node = pool[id];
+    if (pda.CallsBegin(node.state) != pda.CallsEnd(node.state)) return false;
+    if (pda.HasBytes(node.state)) scan->push_back(id);
+    if (id == seed) after_seed = scan->size();
+    if (!pda.IsFinal(node.state)) break;
+    id = node.parent;
+  }
+  const int32_t parent = seed >= 0 ? pool[seed].parent : -1;
+  const size_t count = scan->size() - after_seed;
+  if (parent >= 0 && pda.IsFinal(pool[seed].state) &&
+      count <= ChainMemo::kMaxIds) {
+    ChainMemo& m = pool.memo(parent);
+    if (m.count < 0) {
+      m.count = static_cast<int8_t>(count);
+      m.flags = reached;
+      std::copy(scan->begin() + after_seed, scan->end(), m.ids);
+    }
+  }
+  flags->bottom |= reached.bottom;
+  flags->open |= reached.open;
+  return true;
 }
 
 CloseFlags Stepper::Close(StackPool* pool_in, const int32_t* seeds, size_t n,
@@ -21,8 +92,28 @@ CloseFlags Stepper::Close(StackPool* pool_in, const int32_t* seeds, size_t n,
   StackPool& pool = *pool_in;
   const Pda& pda = *pda_;
   CloseFlags flags;
+  {
+    // Most closes: stacks whose tops end their rules a few times over and
+    // call nothing on the way: walks up chains (remembered per caller), with
+    // a call anywhere handled by the general walk below.
+    const size_t mark = scan->size();
+    bool pure = true;
+    for (size_t k = 0; k < n && pure; ++k)
+      pure = CloseChain(&pool, seeds[k], scan, &flags);
+    if (pure) {
+      if (n > 1) {  // chains may meet
+        std::sort(scan->begin() + mark, scan->end());
+        scan->erase(std::unique(scan->begin() + mark, scan->end()),
+                    scan->end());
+      }
+      made_.Clear();
+      return flags;
+    }
+    scan->resize(mark);
+    flags = CloseFlags();
+  }
   work_.assign(seeds, seeds + n);
-  seen_.clear();
+  seen_.Clear();
   while (!work_.empty()) {
     int32_t id = work_.back();
     work_.pop_back();
@@ -34,8 +125,8 @@ CloseFlags Stepper::Close(StackPool* pool_in, const int32_t* seeds, size_t n,
       flags.open = true;
       continue;
     }
-    if (std::find(seen_.begin(), seen_.end(), id) != seen_.end()) continue;
-    seen_.push_back(id);
+    if (seen_.Find(static_cast<uint64_t>(id)) >= 0) continue;
+    seen_.Insert(static_cast<uint64_t>(id), 0);
     const StackNode node = pool[id];
     if (pda.HasBytes(node.state)) scan->push_back(id);
     if (pda.IsFinal(node.state)) work_.push_back(node.parent);
@@ -48,7 +139,7 @@ CloseFlags Stepper::Close(StackPool* pool_in, const int32_t* seeds, size_t n,
       work_.push_back(Intern(&pool, pda.RuleStart(c->rule), ret));
     }
   }
-  made_.clear();
+  made_.Clear();
   return flags;
 }
 
@@ -69,11 +160,25 @@ CloseFlags Stepper::Step(StackPool* pool, const int32_t* begin,
     }
   }
   seeds_.clear();
-  made_.clear();
+  made_.Clear();
+  moves_.clear();
   for (const int32_t* it = begin; it != end; ++it) {
     const StackNode node = (*pool)[*it];
     int32_t next = pda_->Next(node.state, byte);
-    if (next != Pda::kDead) seeds_.push_back(Intern(pool, next, node.parent));
+    if (next != Pda::kDead) moves_.push_back({next, node.parent});
+  }
+  if (moves_.size() <= 8) {  // few: deduplicate by comparing
+    for (size_t i = 0; i < moves_.size(); ++i) {
+      bool dup = false;
+      for (size_t j = 0; j < i && !dup; ++j) {
+        dup = moves_[j].state == moves_[i].state &&
+              moves_[j].parent == moves_[i].parent;
+      }
+      if (!dup) seeds_.push_back(pool->Add(moves_[i].state, moves_[i].parent));
+    }
+  } else {
+    for (const StackNode& m : moves_)
+      seeds_.push_back(Intern(pool, m.state, m.parent));
   }
   return Close(pool, seeds_.data(), seeds_.size(), scan);
 }

@@ -36,27 +36,84 @@ struct StackNode {
   int32_t parent;  // a node id, kBottom or kOpen
 };
 
-// Append-only; truncating to an earlier size undoes later pushes, which is
-// how rollback and depth-first token walks release nodes.
-class StackPool {
- public:
-  int32_t Add(int32_t state, int32_t parent) {
-    nodes_.push_back({state, parent});
-    return static_cast<int32_t>(nodes_.size()) - 1;
-  }
-  const StackNode& operator[](int32_t id) const { return nodes_[id]; }
-  size_t size() const { return nodes_.size(); }
-  void Truncate(size_t size) { nodes_.resize(size); }
-  void Clear() { nodes_.clear(); }
-
- private:
-  std::vector<StackNode> nodes_;
-};
-
 // What closing a set reached besides scan nodes.
 struct CloseFlags {
   bool bottom = false;  // the whole text may end here
   bool open = false;    // left the classified state's rule (see kOpen)
+};
+
+// The closure of one node when it is a plain chain (its state and those of
+// the callers it ends into call nothing): the scan nodes and flags. Stepping
+// inside a rule that may end after every byte (an identifier, a number)
+// closes the same caller again and again; this remembers it.
+struct ChainMemo {
+  static constexpr int kMaxIds = 6;
+  int8_t count = -1;  // -1: not known (or too long to keep)
+  CloseFlags flags;
+  int32_t ids[kMaxIds];
+};
+
+// Append-only; truncating to an earlier size undoes later pushes, which is
+// how rollback and depth-first token walks release nodes (and their memos).
+class StackPool {
+ public:
+  int32_t Add(int32_t state, int32_t parent) {
+    nodes_.push_back({state, parent});
+    memos_.emplace_back();
+    return static_cast<int32_t>(nodes_.size()) - 1;
+  }
+  const StackNode& operator[](int32_t id) const { return nodes_[id]; }
+  ChainMemo& memo(int32_t id) { return memos_[id]; }
+  size_t size() const { return nodes_.size(); }
+  void Truncate(size_t size) {
+    nodes_.resize(size);
+    memos_.resize(size);
+  }
+  void Clear() {
+    nodes_.clear();
+    memos_.clear();
+  }
+
+ private:
+  std::vector<StackNode> nodes_;
+  std::vector<ChainMemo> memos_;
+};
+
+// A hash map from 64-bit keys to ids, emptied in O(1) by a generation
+// stamp: closing a set uses two of these per byte step.
+class StampedMap {
+ public:
+  StampedMap() : slots_(64) {}
+  void Clear() {
+    size_ = 0;
+    if (++gen_ == 0) {  // wrapped: stale stamps could match again
+      slots_.assign(slots_.size(), Slot{});
+      gen_ = 1;
+    }
+  }
+  // The value for `key`, or -1.
+  int32_t Find(uint64_t key) const {
+    for (size_t i = Hash(key);; i = (i + 1) & (slots_.size() - 1)) {
+      const Slot& slot = slots_[i];
+      if (slot.gen != gen_) return -1;
+      if (slot.key == key) return slot.value;
+    }
+  }
+  void Insert(uint64_t key, int32_t value);
+
+ private:
+  struct Slot {
+    uint64_t key = 0;
+    int32_t value = 0;
+    uint32_t gen = 0;
+  };
+  size_t Hash(uint64_t key) const {
+    return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 32) &
+           (slots_.size() - 1);
+  }
+  std::vector<Slot> slots_;
+  uint32_t gen_ = 1;
+  size_t size_ = 0;
 };
 
 class Stepper {
@@ -80,14 +137,20 @@ class Stepper {
                std::string_view bytes);
 
  private:
+  // Appends the closure of `seed` when it is a plain chain (see ChainMemo),
+  // remembering it for the seed's parent; false, with `scan` partly
+  // appended, at the first call on the way.
+  bool CloseChain(StackPool* pool, int32_t seed, std::vector<int32_t>* scan,
+                  CloseFlags* flags);
   // The node (state, parent) made during the current step, or a new one.
   int32_t Intern(StackPool* pool, int32_t state, int32_t parent);
 
   const Pda* pda_;
-  std::vector<int32_t> made_;
+  StampedMap made_;  // (state, parent) -> node made in the current step
+  StampedMap seen_;  // node ids already closed in the current Close
   std::vector<int32_t> work_;
-  std::vector<int32_t> seen_;
   std::vector<int32_t> seeds_;
+  std::vector<StackNode> moves_;
   std::vector<int32_t> buf_a_, buf_b_;
 };
 

@@ -18,11 +18,12 @@ int32_t Below(const Pda& pda, int32_t rule) {
 // One byte deeper in the token trie: the stack sets after reading the
 // prefix so far. `inner` nodes still have the classified state's frame below
 // them (their stacks end in kBottom); `outer` nodes have left it into one of
-// its rule's return states (their stacks end in kOpen).
+// its rule's return states (their stacks end in kOpen or, for a root rule,
+// kBottom). A level's nodes are inner[inner_begin, inner_end) and likewise.
 struct Level {
-  size_t inner_end;
-  size_t outer_end;
-  size_t pool_size;
+  uint32_t inner_begin, inner_end;
+  uint32_t outer_begin, outer_end;
+  uint32_t pool_size;
   bool left_here;  // the frame was left right after this level's byte
   bool escaped;    // some path left the return state's rule too
   bool ended;      // some path left and ended the whole text right here
@@ -42,93 +43,85 @@ StateTokens ClassifyState(const Pda& pda, const TokenIndex& index,
   std::vector<int32_t> inner{pool.Add(state, kBottom)};
   std::vector<int32_t> outer;
   std::vector<int32_t> scratch;
+  // Leaving the frame always lands in the same set: every return state of
+  // the rule, closed once here (below every level, so never truncated).
   std::vector<int32_t> contexts;
-  const std::vector<int32_t>& returns = pda.ReturnStates(pda.StateRule(state));
+  for (int32_t r : pda.ReturnStates(pda.StateRule(state))) {
+    contexts.push_back(pool.Add(r, Below(pda, pda.StateRule(r))));
+  }
+  std::vector<int32_t> landing;
+  const CloseFlags landing_flags =
+      stepper.Close(&pool, contexts.data(), contexts.size(), &landing);
   // levels[d]: after reading the first d bytes of the current trie path.
-  std::vector<Level> levels{
-      {inner.size(), 0, pool.size(), false, false, false, false}};
-  auto begin_of = [&](size_t d, bool is_inner) -> size_t {
-    if (d == 0) return 0;
-    return is_inner ? levels[d - 1].inner_end : levels[d - 1].outer_end;
-  };
-  auto push_level = [&](Level next) {
-    next.inner_end = inner.size();
-    next.outer_end = outer.size();
-    next.pool_size = pool.size();
-    levels.push_back(next);
-  };
+  std::vector<Level> levels(1);
+  levels[0] = {0,     1,     0,     0,    static_cast<uint32_t>(pool.size()),
+               false, false, false, false};
 
   for (int32_t node = 1; node < index.num_nodes();) {
-    const size_t depth = index.node_depth(node);
-    levels.resize(depth);
-    const Level from = levels[depth - 1];
+    const int32_t depth = index.node_depth(node);
+    if (static_cast<size_t>(depth) >= levels.size()) levels.resize(depth + 1);
+    const Level& from = levels[depth - 1];
+    Level& next = levels[depth];
     inner.resize(from.inner_end);
     outer.resize(from.outer_end);
     pool.Truncate(from.pool_size);
     const uint8_t byte = index.node_byte(node);
-    const size_t inner_begin = begin_of(depth - 1, true);
-    const size_t outer_begin = begin_of(depth - 1, false);
-    Level next{};
-    next.escaped = from.escaped;
+    next = {from.inner_end, from.inner_end, from.outer_end, from.outer_end, 0,
+            false,          from.escaped,   false,          false};
     bool done = false;
-    if (from.inner_end - inner_begin == 1 && from.outer_end == outer_begin &&
-        !from.escaped) {
+    if (from.inner_end - from.inner_begin == 1 &&
+        from.outer_end == from.outer_begin && !from.escaped) {
       // Most of the walk: a single stack top. A move to a state without
       // calls or an end needs no closing; a self-loop keeps the very node.
-      const StackNode top = pool[inner[inner_begin]];
+      const int32_t top_id = inner[from.inner_begin];
+      const StackNode top = pool[top_id];
       const int32_t to = pda.Next(top.state, byte);
       if (to == Pda::kDead) {
         next.dead = true;
-        push_level(next);
         done = true;
       } else if (!pda.IsFinal(to) && pda.CallsBegin(to) == pda.CallsEnd(to)) {
-        inner.push_back(to == top.state ? inner[inner_begin]
-                                        : pool.Add(to, top.parent));
-        push_level(next);
+        inner.push_back(to == top.state ? top_id : pool.Add(to, top.parent));
+        next.inner_end = static_cast<uint32_t>(inner.size());
         done = true;
       }
     }
     if (!done) {
       scratch.clear();
       CloseFlags fi =
-          stepper.Step(&pool, inner.data() + inner_begin,
+          stepper.Step(&pool, inner.data() + from.inner_begin,
                        inner.data() + from.inner_end, byte, &scratch);
       inner.insert(inner.end(), scratch.begin(), scratch.end());
       scratch.clear();
       CloseFlags fo =
-          stepper.Step(&pool, outer.data() + outer_begin,
+          stepper.Step(&pool, outer.data() + from.outer_begin,
                        outer.data() + from.outer_end, byte, &scratch);
       next.escaped |= fo.open;
       next.ended |= fo.bottom;
       if (fi.bottom) {
         next.left_here = true;
-        contexts.clear();
-        for (int32_t r : returns) {
-          contexts.push_back(pool.Add(r, Below(pda, pda.StateRule(r))));
-        }
-        CloseFlags fc =
-            stepper.Close(&pool, contexts.data(), contexts.size(), &scratch);
-        next.escaped |= fc.open;
-        next.ended |= fc.bottom;
+        scratch.insert(scratch.end(), landing.begin(), landing.end());
+        next.escaped |= landing_flags.open;
+        next.ended |= landing_flags.bottom;
       }
       outer.insert(outer.end(), scratch.begin(), scratch.end());
-      next.dead = inner.size() == from.inner_end &&
-                  outer.size() == from.outer_end && !next.escaped;
-      push_level(next);
+      next.inner_end = static_cast<uint32_t>(inner.size());
+      next.outer_end = static_cast<uint32_t>(outer.size());
+      next.dead = next.inner_end == next.inner_begin &&
+                  next.outer_end == next.outer_begin && !next.escaped;
     }
-    const Level& end = levels[depth];
-    const bool inner_alive = end.inner_end > from.inner_end;
-    const bool outer_alive = end.outer_end > from.outer_end;
+    next.pool_size = static_cast<uint32_t>(pool.size());
+    const bool inner_alive = next.inner_end > next.inner_begin;
+    const bool outer_alive = next.outer_end > next.outer_begin;
     for (int32_t t = index.node_tokens_begin(node);
          t < index.node_tokens_end(node); ++t) {
       const int32_t id = index.id(t);
-      if (inner_alive || end.left_here) {
+      if (inner_alive || next.left_here) {
         out.accepted[id >> 5] |= 1u << (id & 31);
-      } else if (outer_alive || end.escaped || end.ended) {
+      } else if (outer_alive || next.escaped || next.ended) {
         out.uncertain.push_back(id);
       }
     }
-    node = end.dead ? index.node_end(node) : node + 1;
+    node = next.dead ? index.node_end(node) : node + 1;
   }
   return out;
 }
