@@ -1,0 +1,49 @@
+// Normalisation passes over the grammar IR, run between a front end and the
+// compiler:
+//
+//   absl::StatusOr<Grammar> g = ParseEbnf(text);          // front end
+//   if (g.ok()) g = Normalize(*g);                         // this file
+//   if (g.ok()) g = LowerToBytes(*g);                      // utf8_lowering.h
+//
+// Normalize drops what the root cannot reach and rejects left recursion,
+// which top-down engines (a pushdown automaton that expands rules before
+// reading input) cannot run: they would expand the same rule forever.
+//
+// Cost: every pass is linear in the grammar's size.
+// Thread-safety: pure functions of their arguments.
+#ifndef GRAMMARD_GRAMMAR_SYNTAX_GRAMMAR_PASSES_H_
+#define GRAMMARD_GRAMMAR_SYNTAX_GRAMMAR_PASSES_H_
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "grammar/syntax/grammar_ir.h"
+
+namespace grammard::grammar {
+
+// Validate, then RemoveUnreachableRules, then CheckNoLeftRecursion.
+absl::StatusOr<Grammar> Normalize(const Grammar& grammar);
+
+// The grammar without the rules the root cannot reach, and without the
+// expressions only those rules used. Kept rules keep their relative order;
+// the arena is compacted. Valid grammars only.
+Grammar RemoveUnreachableRules(const Grammar& grammar);
+
+// Which expressions (indexed like grammar.exprs) can match the empty string.
+// A rule is nullable exactly when its body is. Valid grammars only.
+std::vector<bool> NullableExprs(const Grammar& grammar);
+// The same, indexed like grammar.rules.
+std::vector<bool> NullableRules(const Grammar& grammar);
+
+// InvalidArgument naming the rule chain when some rule can reach itself
+// without consuming input: directly (`a ::= a "x"`), through other rules
+// (`a ::= b "x"`, `b ::= a`), through a nullable prefix (`a ::= "x"? a`) or
+// through a repetition that may repeat zero times (`a ::= b* a`). The message
+// reads "left recursion: expr -> term -> expr". Every rule is checked,
+// reachable or not. Valid grammars only.
+absl::Status CheckNoLeftRecursion(const Grammar& grammar);
+
+}  // namespace grammard::grammar
+
+#endif  // GRAMMARD_GRAMMAR_SYNTAX_GRAMMAR_PASSES_H_

@@ -1,0 +1,126 @@
+#include "grammar/syntax/grammar_passes.h"
+
+#include <string>
+#include <vector>
+
+#include "grammar/syntax/ebnf_parser.h"
+#include "gtest/gtest.h"
+
+namespace grammard::grammar {
+namespace {
+
+Grammar Parse(std::string_view text, std::string_view root = "root") {
+  absl::StatusOr<Grammar> g = ParseEbnf(text, root);
+  EXPECT_TRUE(g.ok()) << g.status();
+  return g.ok() ? *g : Grammar();
+}
+
+std::string LeftRecursionMessage(std::string_view text) {
+  const absl::Status status = CheckNoLeftRecursion(Parse(text));
+  return status.ok() ? "ok" : std::string(status.message());
+}
+
+TEST(RemoveUnreachableRulesTest, DropsRulesAndTheirExpressions) {
+  // XGrammar's test_dead_code_eliminator.
+  Grammar g = Parse(
+      "root ::= rule1 | rule2\nunused1 ::= unused2 | \"x\"\n"
+      "unused2 ::= unused1 | \"y\"\nrule1 ::= \"a\" rule2 | \"b\"\n"
+      "rule2 ::= \"c\" rule1 | \"d\"\n");
+  Grammar out = RemoveUnreachableRules(g);
+  ASSERT_TRUE(out.Validate().ok());
+  EXPECT_EQ(out.ToString(),
+            "root ::= rule1 | rule2\nrule1 ::= \"a\" rule2 | \"b\"\n"
+            "rule2 ::= \"c\" rule1 | \"d\"\n");
+  EXPECT_LT(out.exprs.size(), g.exprs.size());
+  for (size_t i = 0; i < out.exprs.size(); ++i) {
+    bool used = false;
+    for (const Rule& r : out.rules)
+      used = used || r.body == static_cast<int32_t>(i);
+    for (const Expr& e : out.exprs) {
+      for (int32_t c : e.children) used = used || c == static_cast<int32_t>(i);
+    }
+    EXPECT_TRUE(used) << "expression " << i << " is garbage";
+  }
+}
+
+TEST(RemoveUnreachableRulesTest, RenumbersTheRoot) {
+  Grammar g = Parse("a ::= \"a\"\nb ::= c \"b\"\nc ::= \"c\"\nd ::= a", "b");
+  Grammar out = RemoveUnreachableRules(g);
+  ASSERT_TRUE(out.Validate().ok());
+  EXPECT_EQ(out.rules[out.root].name, "b");
+  EXPECT_EQ(out.ToString(), "b ::= c \"b\"\nc ::= \"c\"\n");
+}
+
+TEST(NullableTest, RulesAndExpressions) {
+  Grammar g = Parse(
+      "root ::= a b c d e f\n"
+      "a ::= \"\"\n"
+      "b ::= \"x\" | a\n"
+      "c ::= b b [x]*\n"
+      "d ::= \"x\"{0,3} (\"y\" | \"\")\n"
+      "e ::= \"x\"+ | [^x]\n"
+      "f ::= g\n"
+      "g ::= h\n"
+      "h ::= \"\"? \"z\"");
+  const std::vector<bool> rules = NullableRules(g);
+  const std::vector<bool> expected = {false, true,  true,  true, true,
+                                      false, false, false, false};
+  EXPECT_EQ(rules, expected);
+  // Defined in reverse order, so a single forward sweep cannot converge.
+  Grammar chain = Parse("root ::= a\na ::= b\nb ::= c\nc ::= d\nd ::= \"\"");
+  EXPECT_EQ(NullableRules(chain), std::vector<bool>(5, true));
+}
+
+TEST(LeftRecursionTest, FindsEveryForm) {
+  EXPECT_EQ(LeftRecursionMessage("root ::= root \"x\" | \"y\""),
+            "left recursion: root -> root");
+  EXPECT_EQ(LeftRecursionMessage("root ::= expr\nexpr ::= term \"+\" | \"x\"\n"
+                                 "term ::= expr"),
+            "left recursion: expr -> term -> expr");
+  // Through a nullable prefix: a literal, a rule and an optional.
+  EXPECT_EQ(LeftRecursionMessage("root ::= \"\" \"x\"? e root \"y\" | \"z\"\n"
+                                 "e ::= \"\" | \"e\""),
+            "left recursion: root -> root");
+  // Through repetitions that may repeat zero times, or repeat a nullable body.
+  EXPECT_EQ(LeftRecursionMessage("root ::= b* root | \"x\"\nb ::= \"b\""),
+            "left recursion: root -> root");
+  EXPECT_EQ(LeftRecursionMessage("root ::= b{0,3} root | \"x\"\nb ::= \"b\""),
+            "left recursion: root -> root");
+  EXPECT_EQ(LeftRecursionMessage("root ::= (b? \"\"){2} root | \"x\"\n"
+                                 "b ::= \"b\""),
+            "left recursion: root -> root");
+  // Inside a repetition's body.
+  EXPECT_EQ(
+      LeftRecursionMessage("root ::= x\nx ::= (y \"a\")+\ny ::= x | \"b\""),
+      "left recursion: x -> y -> x");
+  // Reported for unreachable rules too.
+  EXPECT_EQ(LeftRecursionMessage("root ::= \"x\"\nbad ::= \"\"* bad"),
+            "left recursion: bad -> bad");
+}
+
+TEST(LeftRecursionTest, AcceptsRecursionAfterInput) {
+  EXPECT_EQ(LeftRecursionMessage("root ::= \"x\" root | \"\""), "ok");
+  EXPECT_EQ(LeftRecursionMessage("root ::= \"(\" root \")\" root | \"\""),
+            "ok");
+  EXPECT_EQ(LeftRecursionMessage("root ::= b{1,3} root | \"x\"\nb ::= \"b\""),
+            "ok");
+  EXPECT_EQ(LeftRecursionMessage("root ::= root{0} \"x\""), "ok");
+  EXPECT_EQ(LeftRecursionMessage("root ::= [] root | \"x\""), "ok");
+  EXPECT_EQ(LeftRecursionMessage("root ::= expr\nexpr ::= term (\"+\" term)*\n"
+                                 "term ::= factor (\"*\" factor)*\n"
+                                 "factor ::= [0-9]+ | \"(\" expr \")\""),
+            "ok");
+}
+
+TEST(NormalizeTest, DropsUnreachableBeforeCheckingRecursion) {
+  absl::StatusOr<Grammar> g = Normalize(Parse("root ::= \"x\"\nbad ::= bad"));
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->ToString(), "root ::= \"x\"\n");
+  g = Normalize(Parse("root ::= a\na ::= \"\" a"));
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(g.status().message(), "left recursion: a -> a");
+  EXPECT_FALSE(Normalize(Grammar()).ok());
+}
+
+}  // namespace
+}  // namespace grammard::grammar
