@@ -90,7 +90,12 @@ Pda Pda::Minimized() const {
   int32_t count = classify([&](int32_t s) {
     sig.assign({StateRule(s), final_[s]});
   });
-  while (true) {
+  // Each round splits at least one class, so a long chain of distinct
+  // states (a repeat counted to 2048) takes as many rounds as it has states.
+  // Past a budget merging is not worth its time: keep the automaton as is.
+  constexpr int64_t kMaxWork = int64_t{1} << 18;  // rounds * states
+  for (int64_t rounds = 1;; ++rounds) {
+    if (rounds * n > kMaxWork) return *this;
     cls = next_cls;
     int32_t refined = classify([&](int32_t s) {
       sig.assign({cls[s]});

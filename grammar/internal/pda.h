@@ -63,7 +63,8 @@ class Pda {
 
   // An equivalent Pda with equivalent states of each rule merged (Moore's
   // partition refinement): states that end alike, move alike on every byte
-  // and call alike. Fewer states means fewer token classifications, and the
+  // and call alike (unchanged when that would take too long, see pda.cc).
+  // Fewer states means fewer token classifications, and the
   // subset construction leaves many duplicates (inside a JSON string after a
   // plain character, after an escape, after \uXXXX, ...).
   Pda Minimized() const;

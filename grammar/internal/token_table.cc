@@ -1,6 +1,8 @@
 #include "grammar/internal/token_table.h"
 
 #include <algorithm>
+#include <map>
+#include <unordered_map>
 
 #include "grammar/internal/stack.h"
 
@@ -203,10 +205,91 @@ const ContextTokens* StateTokens::Context(int32_t return_state) const {
   return FindContext(contexts, return_state);
 }
 
+namespace {
+
+struct SigHash {
+  size_t operator()(const std::vector<int32_t>& v) const {
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+    for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 0x100000001B3ull;
+    return static_cast<size_t>(h ^ (h >> 29));
+  }
+};
+
+// Groups states whose tables must be equal, so each group is classified
+// once. States of rules that call nothing read tokens inside their own
+// automaton until they leave it (into the same return states, for the same
+// rule), so two that agree on finality and on every move for the first
+// max_len + 1 bytes (Moore's refinement for that many rounds) classify every
+// token alike. A bounded repeat (`[a-z]{0,2048}`) has thousands of distinct
+// states but only max_len + 1 such groups. Other states stand alone.
+std::vector<int32_t> ShareGroups(const Pda& pda, int32_t max_len) {
+  const int32_t n = pda.num_states();
+  std::vector<bool> leaf_rule(pda.num_rules(), true);
+  for (int32_t s = 0; s < n; ++s) {
+    if (pda.CallsBegin(s) != pda.CallsEnd(s))
+      leaf_rule[pda.StateRule(s)] = false;
+  }
+  // Moves as runs of bytes with the same target, computed once.
+  std::vector<std::vector<std::pair<int, int32_t>>> runs(n);
+  for (int32_t s = 0; s < n; ++s) {
+    if (!leaf_rule[pda.StateRule(s)]) continue;
+    int32_t prev = -2;
+    for (int b = 0; b < 256; ++b) {
+      int32_t t = pda.Next(s, static_cast<uint8_t>(b));
+      if (t != prev) runs[s].push_back({b, t});
+      prev = t;
+    }
+  }
+  std::vector<int32_t> group(n), next(n);
+  std::unordered_map<std::vector<int32_t>, int32_t, SigHash> ids;
+  std::vector<int32_t> sig;
+  int32_t count = 0;
+  for (int32_t round = 0; round <= max_len + 1; ++round) {
+    ids.clear();
+    int32_t alone = 0;
+    for (int32_t s = 0; s < n; ++s) {
+      if (!leaf_rule[pda.StateRule(s)]) {
+        next[s] = -1 - alone++;  // never shared
+        continue;
+      }
+      sig.assign({pda.StateRule(s), pda.IsFinal(s) ? 1 : 0});
+      if (round > 0) {
+        sig.push_back(group[s]);
+        for (auto [b, t] : runs[s]) {
+          sig.push_back(b);
+          sig.push_back(t == Pda::kDead ? -1 : group[t]);
+        }
+      }
+      next[s] =
+          ids.emplace(sig, static_cast<int32_t>(ids.size())).first->second;
+    }
+    group.swap(next);
+    if (static_cast<int32_t>(ids.size()) == count) break;  // already exact
+    count = static_cast<int32_t>(ids.size());
+  }
+  return group;
+}
+
+}  // namespace
+
 TokenTable::TokenTable(const Pda& pda, const TokenIndex& index) {
   slot_.assign(pda.num_states(), -1);
+  int32_t max_len = 0;
+  for (int32_t i = 0; i < index.size(); ++i) {
+    max_len = std::max(max_len, static_cast<int32_t>(index.bytes(i).size()));
+  }
+  const std::vector<int32_t> group = ShareGroups(pda, max_len);
+  std::map<int32_t, int32_t> group_slot;
   for (int32_t s = 0; s < pda.num_states(); ++s) {
     if (!pda.HasBytes(s)) continue;
+    if (group[s] >= 0) {
+      auto it = group_slot.find(group[s]);
+      if (it != group_slot.end()) {
+        slot_[s] = it->second;
+        continue;
+      }
+      group_slot[group[s]] = static_cast<int32_t>(tables_.size());
+    }
     slot_[s] = static_cast<int32_t>(tables_.size());
     tables_.push_back(ClassifyState(pda, index, s));
     StateTokens& t = tables_.back();

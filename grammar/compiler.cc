@@ -1,0 +1,227 @@
+#include "grammar/compiler.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "grammar/internal/grammar_data.h"
+#include "grammar/internal/nfa.h"
+#include "grammar/internal/token_index.h"
+#include "grammar/syntax/ebnf_parser.h"
+#include "grammar/syntax/grammar_passes.h"
+#include "grammar/syntax/regex_parser.h"
+#include "grammar/syntax/utf8_lowering.h"
+
+namespace grammard::grammar {
+namespace {
+
+// Small rules that may match nothing and cannot reach themselves are copied
+// into their callers instead of being called: `ws ::= [ ]*` called from
+// everywhere would leave almost every token that starts with a space
+// depending on the caller, which only a matcher can then decide. Copied, the
+// caller's own automaton decides. Rules that must read something are left as
+// calls: copies multiply the states whose tokens must be classified.
+constexpr uint64_t kInlineMaxSize = 24;
+
+std::vector<bool> InlinedRules(const Grammar& g) {
+  const size_t n = g.rules.size();
+  // Per rule: the rules its body refers to, and its size once unrolled.
+  std::vector<std::vector<int32_t>> refs(n);
+  std::vector<uint64_t> size(n, 0);
+  for (size_t r = 0; r < n; ++r) {
+    std::vector<int32_t> stack{g.rules[r].body};
+    std::vector<bool> seen(g.exprs.size(), false);
+    while (!stack.empty()) {
+      int32_t e = stack.back();
+      stack.pop_back();
+      if (e < 0 || seen[e]) continue;
+      seen[e] = true;
+      const Expr& x = g.exprs[e];
+      size[r] += x.kind == ExprKind::kRepeat
+                     ? static_cast<uint64_t>(std::max(x.min, x.max)) + 1
+                 : x.kind == ExprKind::kBytes ? x.bytes.size()
+                                              : 1;
+      if (x.kind == ExprKind::kRuleRef) refs[r].push_back(x.rule);
+      for (int32_t c : x.children) stack.push_back(c);
+    }
+  }
+  // A rule on a cycle of references must stay a call.
+  std::vector<bool> recursive(n, false);
+  for (size_t r = 0; r < n; ++r) {
+    std::vector<int32_t> stack(refs[r].begin(), refs[r].end());
+    std::vector<bool> seen(n, false);
+    while (!stack.empty() && !recursive[r]) {
+      int32_t x = stack.back();
+      stack.pop_back();
+      if (x == static_cast<int32_t>(r)) recursive[r] = true;
+      if (seen[x]) continue;
+      seen[x] = true;
+      stack.insert(stack.end(), refs[x].begin(), refs[x].end());
+    }
+  }
+  const std::vector<bool> nullable = NullableRules(g);
+  std::vector<bool> inlined(n, false);
+  for (size_t r = 0; r < n; ++r) {
+    inlined[r] = nullable[r] && !recursive[r] &&
+                 static_cast<int32_t>(r) != g.root && size[r] <= kInlineMaxSize;
+  }
+  return inlined;
+}
+
+// Thompson construction of one expression of a byte-level grammar between
+// two Nfa states of `rule`. Repeats are unrolled; `budget` bounds the states
+// made so that {n,m} nests cannot blow up memory.
+class NfaBuilder {
+ public:
+  NfaBuilder(const Grammar& g, internal::Nfa* nfa, int64_t budget)
+      : g_(g), nfa_(*nfa), budget_(budget), inline_(InlinedRules(g)) {}
+
+  absl::Status Build(int32_t rule, int32_t expr, int32_t from, int32_t to) {
+    if (--budget_ < 0) return TooBig();
+    const Expr& e = g_.exprs[expr];
+    switch (e.kind) {
+      case ExprKind::kBytes: {
+        int32_t cur = from;
+        if (e.bytes.empty()) nfa_.AddEpsilon(from, to);
+        for (size_t i = 0; i < e.bytes.size(); ++i) {
+          int32_t next = i + 1 == e.bytes.size() ? to : NewState(rule);
+          uint8_t b = static_cast<uint8_t>(e.bytes[i]);
+          nfa_.AddBytes(cur, b, b, next);
+          cur = next;
+        }
+        return absl::OkStatus();
+      }
+      case ExprKind::kByteClass:
+        for (const CharRange& r : e.ranges) {
+          nfa_.AddBytes(from, static_cast<uint8_t>(r.lo),
+                        static_cast<uint8_t>(r.hi), to);
+        }
+        return absl::OkStatus();
+      case ExprKind::kCharClass:
+        return absl::InternalError(
+            "character class left after lowering to bytes");
+      case ExprKind::kSequence: {
+        if (e.children.empty()) nfa_.AddEpsilon(from, to);
+        int32_t cur = from;
+        for (size_t i = 0; i < e.children.size(); ++i) {
+          int32_t next = i + 1 == e.children.size() ? to : NewState(rule);
+          if (auto s = Build(rule, e.children[i], cur, next); !s.ok()) return s;
+          cur = next;
+        }
+        return absl::OkStatus();
+      }
+      case ExprKind::kChoice:
+        for (int32_t child : e.children) {
+          // A state of its own per branch keeps branches from mixing when
+          // one of them loops back to its start.
+          int32_t a = NewState(rule), b = NewState(rule);
+          nfa_.AddEpsilon(from, a);
+          nfa_.AddEpsilon(b, to);
+          if (auto s = Build(rule, child, a, b); !s.ok()) return s;
+        }
+        return absl::OkStatus();
+      case ExprKind::kRepeat:
+        return BuildRepeat(rule, e, from, to);
+      case ExprKind::kRuleRef:
+        if (inline_[e.rule])
+          return Build(rule, g_.rules[e.rule].body, from, to);
+        nfa_.AddCall(from, e.rule, to);
+        return absl::OkStatus();
+    }
+    return absl::InternalError("unknown expression kind");
+  }
+
+ private:
+  absl::Status TooBig() const {
+    return absl::ResourceExhaustedError(
+        "the grammar is too large once repetitions are expanded");
+  }
+
+  int32_t NewState(int32_t rule) {
+    --budget_;
+    return nfa_.AddState(rule);
+  }
+
+  absl::Status BuildRepeat(int32_t rule, const Expr& e, int32_t from,
+                           int32_t to) {
+    const int32_t child = e.children[0];
+    int32_t cur = from;
+    for (int64_t i = 0; i < e.min; ++i) {
+      int32_t next = NewState(rule);
+      if (auto s = Build(rule, child, cur, next); !s.ok()) return s;
+      cur = next;
+      if (budget_ < 0) return TooBig();
+    }
+    if (e.max == kUnbounded) {
+      int32_t a = NewState(rule), b = NewState(rule);
+      nfa_.AddEpsilon(cur, a);
+      if (auto s = Build(rule, child, a, b); !s.ok()) return s;
+      nfa_.AddEpsilon(b, a);
+      nfa_.AddEpsilon(a, to);
+      return absl::OkStatus();
+    }
+    // Optional copies, each able to stop early.
+    for (int64_t i = e.min; i < e.max; ++i) {
+      nfa_.AddEpsilon(cur, to);
+      int32_t next = i + 1 == e.max ? to : NewState(rule);
+      if (auto s = Build(rule, child, cur, next); !s.ok()) return s;
+      cur = next;
+      if (budget_ < 0) return TooBig();
+    }
+    if (e.min == e.max) nfa_.AddEpsilon(cur, to);
+    return absl::OkStatus();
+  }
+
+  const Grammar& g_;
+  internal::Nfa& nfa_;
+  int64_t budget_;
+  const std::vector<bool> inline_;
+};
+
+}  // namespace
+
+GrammarCompiler::GrammarCompiler(std::shared_ptr<const Vocabulary> vocab)
+    : index_(std::make_shared<internal::TokenIndex>(std::move(vocab))) {}
+
+const Vocabulary& GrammarCompiler::vocabulary() const {
+  return index_->vocab();
+}
+
+absl::StatusOr<CompiledGrammar> GrammarCompiler::CompileEbnf(
+    std::string_view ebnf, std::string_view root_rule,
+    const CompileOptions& options) const {
+  auto g = ParseEbnf(ebnf, root_rule);
+  if (!g.ok()) return g.status();
+  return Compile(*g, options);
+}
+
+absl::StatusOr<CompiledGrammar> GrammarCompiler::CompileRegex(
+    std::string_view regex, const CompileOptions& options) const {
+  auto g = ParseRegex(regex);
+  if (!g.ok()) return g.status();
+  return Compile(*g, options);
+}
+
+absl::StatusOr<CompiledGrammar> GrammarCompiler::Compile(
+    const Grammar& grammar, const CompileOptions& options) const {
+  auto normalized = Normalize(grammar);
+  if (!normalized.ok()) return normalized.status();
+  auto lowered = LowerToBytes(*normalized);
+  if (!lowered.ok()) return lowered.status();
+  const Grammar& g = *lowered;
+  internal::Nfa nfa;
+  for (const Rule& r : g.rules) nfa.AddRule(r.name);
+  NfaBuilder builder(g, &nfa, int64_t{options.max_states} * 16);
+  for (int32_t r = 0; r < static_cast<int32_t>(g.rules.size()); ++r) {
+    absl::Status s = builder.Build(r, g.rules[r].body, nfa.rule_start(r),
+                                   nfa.rule_accept(r));
+    if (!s.ok()) return s;
+  }
+  if (absl::Status s = nfa.PruneUnproductive(g.root); !s.ok()) return s;
+  auto pda = nfa.Determinize(g.root, options.max_states);
+  if (!pda.ok()) return pda.status();
+  return CompiledGrammar(
+      std::make_shared<internal::GrammarData>(index_, *std::move(pda)));
+}
+
+}  // namespace grammard::grammar

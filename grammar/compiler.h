@@ -1,0 +1,63 @@
+// GrammarCompiler: turns an EBNF grammar, a regex or a grammar in the
+// internal form into a CompiledGrammar for one vocabulary.
+//
+//   GrammarCompiler compiler(vocab);
+//   absl::StatusOr<CompiledGrammar> g = compiler.CompileEbnf(R"(root ::= "yes"
+//   | "no")");
+//
+// Compiling: parse, lower character classes to UTF-8 bytes, build one byte
+// automaton per rule, drop what can never complete, determinize, then
+// classify every vocabulary token for every automaton state (token_table.h),
+// which dominates the cost.
+//
+// Thread-safety: a compiler is immutable after construction; compile on any
+// number of threads at once. Construction indexes the vocabulary once
+// (sorting its tokens: tens of milliseconds for 128K tokens).
+#ifndef GRAMMARD_GRAMMAR_COMPILER_H_
+#define GRAMMARD_GRAMMAR_COMPILER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "grammar/compiled_grammar.h"
+#include "grammar/syntax/grammar_ir.h"
+#include "grammar/vocabulary.h"
+
+namespace grammard::grammar {
+
+namespace internal {
+class TokenIndex;
+}
+
+struct CompileOptions {
+  // Automaton states over all rules; past it compiling fails with
+  // ResourceExhausted instead of using unbounded time and memory.
+  int32_t max_states = 100000;
+};
+
+class GrammarCompiler {
+ public:
+  explicit GrammarCompiler(std::shared_ptr<const Vocabulary> vocab);
+
+  const Vocabulary& vocabulary() const;
+
+  // GBNF / XGrammar-style EBNF; `root_rule` names the start rule.
+  absl::StatusOr<CompiledGrammar> CompileEbnf(
+      std::string_view ebnf, std::string_view root_rule = "root",
+      const CompileOptions& options = {}) const;
+  // A regex whose full matches are the language (see syntax/regex_parser.h).
+  absl::StatusOr<CompiledGrammar> CompileRegex(
+      std::string_view regex, const CompileOptions& options = {}) const;
+  // A grammar in the internal form (any front end's output).
+  absl::StatusOr<CompiledGrammar> Compile(
+      const Grammar& grammar, const CompileOptions& options = {}) const;
+
+ private:
+  std::shared_ptr<const internal::TokenIndex> index_;
+};
+
+}  // namespace grammard::grammar
+
+#endif  // GRAMMARD_GRAMMAR_COMPILER_H_

@@ -1,0 +1,396 @@
+// End-to-end tests of the compiler and matcher: masks equal a brute-force
+// Earley oracle on random EBNF grammars and regexes with random and real
+// vocabularies, and real grammars and inputs go through.
+#include "grammar/compiler.h"
+
+#include <dirent.h>
+
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "grammar/matcher.h"
+#include "grammar/syntax/ebnf_parser.h"
+#include "grammar/syntax/grammar_passes.h"
+#include "grammar/syntax/json_grammar.h"
+#include "grammar/syntax/regex_parser.h"
+#include "grammar/syntax/testing/earley_oracle.h"
+#include "grammar/syntax/utf8_lowering.h"
+#include "gtest/gtest.h"
+#include "tests/support/paths.h"
+
+namespace grammard::grammar {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool Bit(const std::vector<uint32_t>& row, int32_t id) {
+  return (row[id >> 5] >> (id & 31)) & 1;
+}
+
+// Random EBNF over a small alphabet with a two-byte character, so that
+// tokens can split UTF-8 sequences.
+class EbnfGen {
+ public:
+  explicit EbnfGen(uint32_t seed) : rng_(seed) {}
+
+  std::string Grammar() {
+    int rules = 1 + rng_() % 3;
+    std::string out;
+    for (int r = 0; r < rules; ++r) {
+      out += (r == 0 ? std::string("root") : "r" + std::to_string(r)) + " ::= ";
+      rule_ = r;
+      num_rules_ = rules;
+      // Every rule has a way to end: an alternative calling later rules only.
+      out += Expr(3, true) + " | " + Expr(2, false) + "\n";
+    }
+    return out;
+  }
+
+ private:
+  std::string Atom() {
+    switch (rng_() % 6) {
+      case 0:
+        return "\"a\"";
+      case 1:
+        return "\"bc\"";
+      case 2:
+        return "[a-c]";
+      case 3:
+        return "\"\xC3\xA9\"";  // é
+      case 4:
+        return "[^a-z]";
+      default:
+        return "[ab\xC3\xA9]";
+    }
+  }
+  std::string Expr(int depth, bool may_recurse) {
+    int pick = depth <= 0 ? rng_() % 2 : rng_() % 8;
+    switch (pick) {
+      case 0:
+        return Atom();
+      case 1:
+        if (rule_ + 1 < num_rules_ && rng_() % 2) {
+          return "r" +
+                 std::to_string(rule_ + 1 + rng_() % (num_rules_ - rule_ - 1));
+        }
+        return Atom();
+      case 2:
+        if (may_recurse) {
+          int target = rng_() % (rule_ + 1);
+          return Atom() + " " +
+                 (target == 0 ? std::string("root")
+                              : "r" + std::to_string(target));
+        }
+        return Atom();
+      case 3:
+        return Expr(depth - 1, may_recurse) + " " +
+               Expr(depth - 1, may_recurse);
+      case 4:
+        return "(" + Expr(depth - 1, may_recurse) + " | " +
+               Expr(depth - 1, may_recurse) + ")";
+      case 5:
+        return "(" + Expr(depth - 1, may_recurse) + ")" + "?*+"[rng_() % 3];
+      case 6:
+        return "(" + Expr(depth - 1, may_recurse) + "){" +
+               std::to_string(rng_() % 2) + "," +
+               std::to_string(1 + rng_() % 2) + "}";
+      default:
+        return "\"\"";
+    }
+  }
+
+  std::mt19937 rng_;
+  int rule_ = 0;
+  int num_rules_ = 1;
+};
+
+std::shared_ptr<const Vocabulary> RandomVocab(std::mt19937* rng) {
+  static const std::vector<std::string> kPieces = {
+      "a", "b", "c", "\xC3", "\xA9", "\xC3\xA9", "z", "!", "7"};
+  std::vector<std::string> tokens;
+  for (int i = 0; i < 80; ++i) {
+    std::string t;
+    for (int k = 0, n = 1 + (*rng)() % 3; k < n; ++k)
+      t += kPieces[(*rng)() % kPieces.size()];
+    tokens.push_back(t);
+  }
+  tokens.push_back("</s>");
+  int32_t eos = static_cast<int32_t>(tokens.size()) - 1;
+  return *Vocabulary::FromTokens(tokens, {eos}, {eos}, {"random", {}, 100});
+}
+
+// Walks random allowed tokens, comparing every mask bit with the oracle.
+void CheckAgainstOracle(const CompiledGrammar& grammar,
+                        const EarleyOracle& oracle, std::mt19937* rng,
+                        int steps, const std::string& what) {
+  const Vocabulary& vocab = grammar.vocabulary();
+  GrammarMatcher m(grammar);
+  std::vector<uint32_t> row(grammar.mask_words());
+  std::string text;
+  for (int step = 0; step < steps; ++step) {
+    m.FillNextTokenMask(row.data());
+    const bool complete = oracle.Check(text) & EarleyOracle::kComplete;
+    ASSERT_EQ(m.CanTerminate(), complete) << what << " text '" << text << "'";
+    std::vector<int32_t> allowed;
+    for (int32_t id = 0; id < vocab.size(); ++id) {
+      bool want = false;
+      if (vocab.kind(id) == TokenKind::kText) {
+        want = oracle.Check(text + std::string(vocab.bytes(id))) !=
+               EarleyOracle::kReject;
+      } else if (vocab.is_eos(id)) {
+        want = complete;
+      }
+      ASSERT_EQ(Bit(row, id), want) << what << "\ntext '" << text << "' token "
+                                    << id << " '" << vocab.bytes(id) << "'";
+      if (want && !vocab.is_eos(id)) allowed.push_back(id);
+    }
+    if (allowed.empty()) break;
+    int32_t pick = allowed[(*rng)() % allowed.size()];
+    ASSERT_TRUE(m.AcceptToken(pick).ok());
+    text += vocab.bytes(pick);
+  }
+}
+
+absl::StatusOr<EarleyOracle> OracleFor(const absl::StatusOr<Grammar>& parsed) {
+  if (!parsed.ok()) return parsed.status();
+  auto normalized = Normalize(*parsed);
+  if (!normalized.ok()) return normalized.status();
+  auto lowered = LowerToBytes(*normalized);
+  if (!lowered.ok()) return lowered.status();
+  return EarleyOracle::Create(*lowered);
+}
+
+TEST(CompilerTest, RandomEbnfGrammarsMatchTheOracle) {
+  int compared = 0;
+  for (uint32_t seed = 1; seed <= 300; ++seed) {
+    std::mt19937 rng(seed);
+    std::string text = EbnfGen(seed * 31 + 7).Grammar();
+    auto vocab = RandomVocab(&rng);
+    GrammarCompiler compiler(vocab);
+    auto compiled = compiler.CompileEbnf(text);
+    if (!compiled.ok()) {
+      // Only grammars that cannot complete may fail here.
+      EXPECT_NE(compiled.status().message().find("accepts no string"),
+                std::string::npos)
+          << compiled.status() << "\n"
+          << text;
+      continue;
+    }
+    auto oracle = OracleFor(ParseEbnf(text));
+    ASSERT_TRUE(oracle.ok()) << oracle.status();
+    CheckAgainstOracle(*compiled, *oracle, &rng, 10, text);
+    ++compared;
+  }
+  EXPECT_GT(compared, 200);
+}
+
+TEST(CompilerTest, RandomRegexesMatchTheOracle) {
+  const char* kAtoms[] = {"a",        "b", "[ab]", "[^a]",
+                          "\xC3\xA9", ".", "\\d",  "c"};
+  int compared = 0;
+  for (uint32_t seed = 1; seed <= 300; ++seed) {
+    std::mt19937 rng(seed);
+    std::string re;
+    for (int i = 0, n = 1 + rng() % 5; i < n; ++i) {
+      std::string atom = kAtoms[rng() % 8];
+      if (rng() % 3 == 0) atom = "(" + atom + "|" + kAtoms[rng() % 8] + ")";
+      re += atom;
+      switch (rng() % 6) {
+        case 0:
+          re += "*";
+          break;
+        case 1:
+          re += "+";
+          break;
+        case 2:
+          re += "?";
+          break;
+        case 3:
+          re += "{1,3}";
+          break;
+        default:
+          break;
+      }
+    }
+    auto vocab = RandomVocab(&rng);
+    GrammarCompiler compiler(vocab);
+    auto compiled = compiler.CompileRegex(re);
+    ASSERT_TRUE(compiled.ok()) << re << ": " << compiled.status();
+    auto oracle = OracleFor(ParseRegex(re));
+    ASSERT_TRUE(oracle.ok()) << oracle.status();
+    CheckAgainstOracle(*compiled, *oracle, &rng, 8, re);
+    ++compared;
+  }
+  EXPECT_EQ(compared, 300);
+}
+
+// A slice of a real vocabulary: every llama3 token whose bytes are JSON
+// punctuation, digits, a few letters, spaces or newlines.
+TEST(CompilerTest, JsonWithARealVocabularySliceMatchesTheOracle) {
+  auto dir = testing::TokenizerDir("llama3");
+  if (!dir) GTEST_SKIP() << testing::MissingDataMessage("tokenizer llama3");
+  auto full = Vocabulary::FromDirectory(*dir, {"llama3", {}, 0});
+  ASSERT_TRUE(full.ok());
+  const std::string kChars = "{}[]:,\"0123456789.-eEtrufalsn \n\\";
+  std::vector<std::string> tokens;
+  for (int32_t id = 0; id < (*full)->tokenizer_size(); ++id) {
+    std::string_view b = (*full)->bytes(id);
+    if ((*full)->kind(id) == TokenKind::kText && !b.empty() &&
+        b.find_first_not_of(kChars) == std::string_view::npos) {
+      tokens.emplace_back(b);
+    }
+  }
+  ASSERT_GT(tokens.size(), 500u) << tokens.size();
+  tokens.push_back("<|eot|>");
+  int32_t eos = static_cast<int32_t>(tokens.size()) - 1;
+  auto vocab = *Vocabulary::FromTokens(tokens, {eos}, {eos}, {"slice", {}, 0});
+  GrammarCompiler compiler(vocab);
+  auto compiled = compiler.CompileEbnf(BuiltinJsonEbnf());
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  auto oracle = OracleFor(ParseEbnf(BuiltinJsonEbnf()));
+  ASSERT_TRUE(oracle.ok());
+  std::mt19937 rng(1);
+  CheckAgainstOracle(*compiled, *oracle, &rng, 12, "json");
+}
+
+// Every bench workload's input is accepted token by token (longest allowed
+// token first) and may end there, with the real tokenizers.
+TEST(CompilerTest, BenchInputsGoThroughWithRealTokenizers) {
+  auto data = testing::SharedDataDir();
+  if (!data) GTEST_SKIP() << testing::MissingDataMessage("../shared/data");
+  const std::string bench = *data + "/../bench";
+  struct Case {
+    const char* kind;
+    const char* grammar;
+    const char* input;
+  };
+  const Case kCases[] = {{"json", "", "json_doc.json"},
+                         {"regex", "datetime.regex", "datetime.txt"},
+                         {"regex", "email.regex", "email.txt"},
+                         {"ebnf", "sql.ebnf", "sql.txt"},
+                         {"ebnf", "arith.ebnf", "arith.txt"},
+                         {"ebnf", "arith_nows.ebnf", "arith_nows.txt"}};
+  for (const char* tok : {"llama3", "qwen3"}) {
+    auto dir = testing::TokenizerDir(tok);
+    if (!dir)
+      GTEST_SKIP() << testing::MissingDataMessage(std::string("tokenizer ") +
+                                                  tok);
+    auto vocab = Vocabulary::FromDirectory(*dir, {tok, {}, 0});
+    ASSERT_TRUE(vocab.ok());
+    GrammarCompiler compiler(*vocab);
+    for (const Case& c : kCases) {
+      std::string g = c.grammar[0] ? ReadFile(bench + "/" + c.grammar) : "";
+      while (!g.empty() && g.back() == '\n' && std::string(c.kind) == "regex")
+        g.pop_back();
+      auto compiled = std::string(c.kind) == "json"
+                          ? compiler.CompileEbnf(BuiltinJsonEbnf())
+                      : std::string(c.kind) == "regex"
+                          ? compiler.CompileRegex(g)
+                          : compiler.CompileEbnf(g);
+      ASSERT_TRUE(compiled.ok()) << c.input << ": " << compiled.status();
+      GrammarMatcher m(*compiled);
+      std::string input = ReadFile(bench + "/" + c.input);
+      std::vector<uint32_t> row(compiled->mask_words());
+      size_t pos = 0;
+      while (pos < input.size()) {
+        m.FillNextTokenMask(row.data());
+        int32_t best = -1;
+        for (int32_t id = 0; id < (*vocab)->size(); ++id) {
+          std::string_view b = (*vocab)->bytes(id);
+          if (Bit(row, id) && !b.empty() &&
+              input.compare(pos, b.size(), b) == 0 &&
+              (best < 0 || b.size() > (*vocab)->bytes(best).size())) {
+            best = id;
+          }
+        }
+        ASSERT_GE(best, 0) << tok << " " << c.input << " stuck at byte " << pos;
+        ASSERT_TRUE(m.AcceptToken(best).ok());
+        pos += (*vocab)->bytes(best).size();
+      }
+      EXPECT_TRUE(m.CanTerminate()) << tok << " " << c.input;
+    }
+  }
+}
+
+// Every GBNF grammar of llama.cpp compiles, and so does every EBNF grammar
+// of XGrammar's tests that our parser accepts.
+TEST(CompilerTest, RealGrammarsCompile) {
+  auto data = testing::SharedDataDir();
+  if (!data) GTEST_SKIP() << testing::MissingDataMessage("../shared/data");
+  auto vocab = *Vocabulary::FromTokens(
+      {"a", "{", "}", " ", "\"", "x", "1", "</s>"}, {7}, {7}, {});
+  GrammarCompiler compiler(vocab);
+  const std::string dir = *data + "/grammars/llama.cpp";
+  int compiled = 0;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      std::string name = e->d_name;
+      if (name.size() < 5 || name.substr(name.size() - 5) != ".gbnf") continue;
+      auto g = compiler.CompileEbnf(ReadFile(dir + "/" + name));
+      EXPECT_TRUE(g.ok()) << name << ": " << g.status();
+      ++compiled;
+    }
+    closedir(d);
+  }
+  EXPECT_GE(compiled, 8);
+  std::ifstream lines(*data + "/grammars/xgrammar/ebnf_grammars.jsonl");
+  int parsed = 0, ok = 0;
+  for (std::string line; std::getline(lines, line);) {
+    size_t at = line.find("\"grammar\": \"");
+    if (at == std::string::npos) continue;
+    // The grammar text is the last JSON string on the line.
+    std::string text;
+    for (size_t i = at + 12; i < line.size() && line[i] != '"'; ++i) {
+      if (line[i] == '\\' && i + 1 < line.size()) {
+        char c = line[++i];
+        text += c == 'n' ? '\n' : c == 't' ? '\t' : c;
+      } else {
+        text += line[i];
+      }
+    }
+    if (!ParseEbnf(text).ok()) continue;
+    ++parsed;
+    auto g = compiler.CompileEbnf(text);
+    if (g.ok()) {
+      ++ok;
+    } else {
+      // Grammars that parse may still be refused, but only with a reason.
+      EXPECT_FALSE(g.status().message().empty());
+    }
+  }
+  EXPECT_GT(parsed, 0);
+  EXPECT_GE(ok * 10, parsed * 9) << ok << " of " << parsed;
+}
+
+TEST(CompilerTest, ErrorsNameTheProblem) {
+  auto vocab = *Vocabulary::FromTokens({"a", "</s>"}, {1}, {1}, {});
+  GrammarCompiler compiler(vocab);
+  auto undefined = compiler.CompileEbnf("root ::= missing");
+  ASSERT_FALSE(undefined.ok());
+  EXPECT_NE(undefined.status().message().find("missing"), std::string::npos);
+  auto left = compiler.CompileEbnf("root ::= root \"a\" | \"a\"");
+  ASSERT_FALSE(left.ok());
+  EXPECT_NE(left.status().message().find("left recursion"), std::string::npos);
+  auto never = compiler.CompileEbnf("root ::= \"a\" root");
+  ASSERT_FALSE(never.ok());
+  EXPECT_NE(never.status().message().find("accepts no string"),
+            std::string::npos);
+  auto backref = compiler.CompileRegex("(a)\\1");
+  ASSERT_FALSE(backref.ok());
+  // The classic exponential determinization: the 13th byte from the end.
+  auto big = compiler.CompileRegex("[ab]*a[ab]{12}", {500});
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+}  // namespace
+}  // namespace grammard::grammar
