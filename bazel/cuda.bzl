@@ -35,7 +35,9 @@ def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], visibility = None
     native.genrule(
         name = name + "_archive",
         srcs = objs,
-        outs = ["lib%s_cu.a" % name],
+        # ".lo": Bazel treats only that suffix as an always-link archive; a
+        # prebuilt ".a" in srcs has its alwayslink silently ignored.
+        outs = ["lib%s_cu.lo" % name],
         cmd = "ar rcs $@ $(SRCS)",
     )
     native.cc_library(
