@@ -15,19 +15,24 @@
 namespace grammard::grammar {
 namespace {
 
-// Small rules that may match nothing and cannot reach themselves are copied
-// into their callers instead of being called: `ws ::= [ ]*` called from
-// everywhere would leave almost every token that starts with a space
-// depending on the caller, which only a matcher can then decide. Copied, the
-// caller's own automaton decides. Rules that must read something are left as
-// calls: copies multiply the states whose tokens must be classified.
+// Small rules that cannot reach themselves are copied into their callers
+// instead of being called when they may match nothing or match only short
+// text: `ws ::= [ ]*` or JSON's `char` called from everywhere would leave
+// almost every token depending on the caller (a token crosses many rule
+// boundaries), which only a matcher can then decide. Copied, the caller's
+// own automaton decides. Other rules are left as calls: copies of a loop
+// like `ident` multiply the states whose whole trie walk is costly.
 constexpr uint64_t kInlineMaxSize = 24;
+// Bounded rules are larger once character classes become UTF-8 byte
+// sequences (`[^"\\]` is a choice of a dozen), but add no loops.
+constexpr uint64_t kInlineBoundedMaxSize = 64;
 
 std::vector<bool> InlinedRules(const Grammar& g) {
   const size_t n = g.rules.size();
   // Per rule: the rules its body refers to, and its size once unrolled.
   std::vector<std::vector<int32_t>> refs(n);
   std::vector<uint64_t> size(n, 0);
+  std::vector<bool> loops(n, false);  // the body repeats without bound
   for (size_t r = 0; r < n; ++r) {
     std::vector<int32_t> stack{g.rules[r].body};
     std::vector<bool> seen(g.exprs.size(), false);
@@ -42,28 +47,36 @@ std::vector<bool> InlinedRules(const Grammar& g) {
                  : x.kind == ExprKind::kBytes ? x.bytes.size()
                                               : 1;
       if (x.kind == ExprKind::kRuleRef) refs[r].push_back(x.rule);
+      if (x.kind == ExprKind::kRepeat && x.max == kUnbounded) loops[r] = true;
       for (int32_t c : x.children) stack.push_back(c);
     }
   }
   // A rule on a cycle of references must stay a call.
-  std::vector<bool> recursive(n, false);
+  // A rule whose text has bounded length (`char`, a keyword) adds only a
+  // handful of states wherever it is copied.
+  std::vector<bool> recursive(n, false), bounded(n, false);
   for (size_t r = 0; r < n; ++r) {
     std::vector<int32_t> stack(refs[r].begin(), refs[r].end());
     std::vector<bool> seen(n, false);
+    bool loop = loops[r];
     while (!stack.empty() && !recursive[r]) {
       int32_t x = stack.back();
       stack.pop_back();
       if (x == static_cast<int32_t>(r)) recursive[r] = true;
       if (seen[x]) continue;
       seen[x] = true;
+      loop |= loops[x];
       stack.insert(stack.end(), refs[x].begin(), refs[x].end());
     }
+    bounded[r] = !recursive[r] && !loop;
   }
   const std::vector<bool> nullable = NullableRules(g);
   std::vector<bool> inlined(n, false);
   for (size_t r = 0; r < n; ++r) {
-    inlined[r] = nullable[r] && !recursive[r] &&
-                 static_cast<int32_t>(r) != g.root && size[r] <= kInlineMaxSize;
+    const bool small =
+        size[r] <= (bounded[r] ? kInlineBoundedMaxSize : kInlineMaxSize);
+    inlined[r] = (nullable[r] || bounded[r]) && !recursive[r] && small &&
+                 static_cast<int32_t>(r) != g.root;
   }
   return inlined;
 }

@@ -197,9 +197,12 @@ class GrammarGen {
 std::shared_ptr<const Vocabulary> RandomVocab(std::mt19937* rng) {
   std::vector<std::string> tokens;
   std::set<std::string> seen;
-  for (int i = 0; i < 60; ++i) {
+  // Half the vocabularies are large enough for trie subtrees that a walk
+  // settles whole (token_index.h, subtree_bytes).
+  const bool large = (*rng)() % 2;
+  for (int i = 0, count = large ? 400 : 60; i < count; ++i) {
     std::string t;
-    for (int k = 0, n = 1 + (*rng)() % 4; k < n; ++k)
+    for (int k = 0, n = 1 + (*rng)() % (large ? 7 : 4); k < n; ++k)
       t.push_back("abcde"[(*rng)() % 5]);
     tokens.push_back(t);  // duplicates on purpose: equal bytes, distinct ids
   }

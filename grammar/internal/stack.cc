@@ -165,8 +165,14 @@ CloseFlags Stepper::Step(StackPool* pool, const int32_t* begin,
   for (const int32_t* it = begin; it != end; ++it) {
     const StackNode node = (*pool)[*it];
     int32_t next = pda_->Next(node.state, byte);
-    if (next != Pda::kDead) moves_.push_back({next, node.parent});
+    // A self-loop keeps the very node: a set that reads a byte back into
+    // itself then comes out with the same ids, which callers can detect.
+    if (next != Pda::kDead)
+      moves_.push_back({next, node.parent, next == node.state ? *it : -1});
   }
+  auto node_for = [&](const Move& m) {
+    return m.same >= 0 ? m.same : pool->Add(m.state, m.parent);
+  };
   if (moves_.size() <= 8) {  // few: deduplicate by comparing
     for (size_t i = 0; i < moves_.size(); ++i) {
       bool dup = false;
@@ -174,11 +180,20 @@ CloseFlags Stepper::Step(StackPool* pool, const int32_t* begin,
         dup = moves_[j].state == moves_[i].state &&
               moves_[j].parent == moves_[i].parent;
       }
-      if (!dup) seeds_.push_back(pool->Add(moves_[i].state, moves_[i].parent));
+      if (!dup) seeds_.push_back(node_for(moves_[i]));
     }
   } else {
-    for (const StackNode& m : moves_)
-      seeds_.push_back(Intern(pool, m.state, m.parent));
+    for (const Move& m : moves_) {
+      const uint64_t key =
+          (static_cast<uint64_t>(static_cast<uint32_t>(m.state)) << 32) |
+          static_cast<uint32_t>(m.parent);
+      int32_t id = made_.Find(key);
+      if (id < 0) {
+        id = node_for(m);
+        made_.Insert(key, id);
+      }
+      seeds_.push_back(id);
+    }
   }
   return Close(pool, seeds_.data(), seeds_.size(), scan);
 }

@@ -150,7 +150,11 @@ class Stepper {
   StampedMap seen_;  // node ids already closed in the current Close
   std::vector<int32_t> work_;
   std::vector<int32_t> seeds_;
-  std::vector<StackNode> moves_;
+  struct Move {
+    int32_t state, parent;
+    int32_t same;  // the moving node when it loops to its own state, or -1
+  };
+  std::vector<Move> moves_;
   std::vector<int32_t> buf_a_, buf_b_;
 };
 

@@ -34,6 +34,7 @@ void TokenIndex::BuildTrie() {
   std::vector<int32_t> path{
       0};  // path[d] = node at depth d on the current branch
   std::vector<int32_t> token_node(ids_.size());
+  std::vector<int32_t> parent{-1};
   for (int32_t i = 0; i < size(); ++i) {
     std::string_view b = bytes(i);
     size_t keep = static_cast<size_t>(
@@ -43,6 +44,7 @@ void TokenIndex::BuildTrie() {
       node_end_[path[d]] = num_nodes();
     path.resize(keep + 1);
     for (size_t d = keep; d < b.size(); ++d) {
+      parent.push_back(path.back());
       path.push_back(num_nodes());
       node_byte_.push_back(static_cast<uint8_t>(b[d]));
       node_depth_.push_back(
@@ -57,6 +59,28 @@ void TokenIndex::BuildTrie() {
   for (int32_t n : token_node) ++node_tokens_[n + 1];
   for (int32_t n = 0; n < num_nodes(); ++n)
     node_tokens_[n + 1] += node_tokens_[n];
+  BuildSubtreeBytes(parent);
+}
+
+void TokenIndex::BuildSubtreeBytes(const std::vector<int32_t>& parent) {
+  // Worth a set only where skipping saves many steps; smaller subtrees are
+  // walked.
+  constexpr int32_t kMinSubtree = 16;
+  std::vector<uint64_t> all(4 * static_cast<size_t>(num_nodes()), 0);
+  for (int32_t n = num_nodes() - 1; n > 0; --n) {  // children before parents
+    uint64_t* up = &all[4 * static_cast<size_t>(parent[n])];
+    const uint64_t* own = &all[4 * static_cast<size_t>(n)];
+    for (int w = 0; w < 4; ++w) up[w] |= own[w];
+    up[node_byte_[n] >> 6] |= uint64_t{1} << (node_byte_[n] & 63);
+  }
+  subtree_slot_.assign(num_nodes(), -1);
+  for (int32_t n = 0; n < num_nodes(); ++n) {
+    if (node_end_[n] - n - 1 < kMinSubtree) continue;
+    subtree_slot_[n] = static_cast<int32_t>(subtree_bytes_.size() / 4);
+    subtree_bytes_.insert(subtree_bytes_.end(),
+                          &all[4 * static_cast<size_t>(n)],
+                          &all[4 * static_cast<size_t>(n)] + 4);
+  }
 }
 
 int32_t TokenIndex::SkipPast(int32_t i, int32_t depth) const {

@@ -45,9 +45,18 @@ class TokenIndex {
   // The tokens whose bytes end at node n: ids(), positions [begin, end).
   int32_t node_tokens_begin(int32_t n) const { return node_tokens_[n]; }
   int32_t node_tokens_end(int32_t n) const { return node_tokens_[n + 1]; }
+  // For nodes with a large subtree: the bytes of every node strictly below
+  // n, as a 256-bit set (4 words, bit b % 64 of word b / 64); else null. A
+  // walk whose sets read every one of them back into themselves settles
+  // the whole subtree at once.
+  const uint64_t* subtree_bytes(int32_t n) const {
+    int32_t slot = subtree_slot_[n];
+    return slot < 0 ? nullptr : &subtree_bytes_[4 * slot];
+  }
 
  private:
   void BuildTrie();
+  void BuildSubtreeBytes(const std::vector<int32_t>& parent);
 
   std::shared_ptr<const Vocabulary> vocab_;
   std::vector<int32_t> ids_;
@@ -56,6 +65,8 @@ class TokenIndex {
   std::vector<uint16_t> node_depth_;
   std::vector<int32_t> node_end_;
   std::vector<int32_t> node_tokens_;  // num_nodes() + 1 offsets into ids_
+  std::vector<int32_t> subtree_slot_;
+  std::vector<uint64_t> subtree_bytes_;
 };
 
 }  // namespace grammard::grammar::internal

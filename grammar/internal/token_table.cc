@@ -30,7 +30,46 @@ struct Level {
   bool escaped;    // some path left the return state's rule too
   bool ended;      // some path left and ended the whole text right here
   bool dead;       // nothing can read a further byte
+  // Which Loops entry describes this level's sets: levels with the very same
+  // nodes share one.
+  uint32_t loops;
 };
+
+// For a level's sets, per byte: not known yet, known to lead elsewhere, or
+// known to lead back to the very same sets (an identifier or a string read
+// on inside a fixed context, most of any trie walk), with the flags the
+// step set. Such steps cost nothing after the first.
+struct Loops {
+  enum : uint8_t { kUnknown = 0, kElsewhere = 1, kSame = 2 };
+  enum : uint8_t { kLeftHere = 4, kEnded = 8 };
+  uint8_t by_byte[256] = {};
+  uint8_t set[256];  // the bytes of by_byte that are set, to clear cheaply
+  int n_set = 0;
+
+  void Set(uint8_t byte, uint8_t value) {
+    by_byte[byte] = value;
+    set[n_set++] = byte;
+  }
+  void Clear() {
+    for (int i = 0; i < n_set; ++i) by_byte[set[i]] = kUnknown;
+    n_set = 0;
+  }
+};
+
+// Whether v[a, a_end) and v[b, b_end) hold the same ids, in any order: a
+// set closed the first time comes out in another order than when a loop
+// reads it back.
+bool SameSet(const std::vector<int32_t>& v, uint32_t a, uint32_t a_end,
+             uint32_t b, uint32_t b_end, std::vector<int32_t>* sort_a,
+             std::vector<int32_t>* sort_b) {
+  if (a_end - a != b_end - b) return false;
+  if (std::equal(v.begin() + a, v.begin() + a_end, v.begin() + b)) return true;
+  sort_a->assign(v.begin() + a, v.begin() + a_end);
+  sort_b->assign(v.begin() + b, v.begin() + b_end);
+  std::sort(sort_a->begin(), sort_a->end());
+  std::sort(sort_b->begin(), sort_b->end());
+  return *sort_a == *sort_b;
+}
 
 }  // namespace
 
@@ -56,21 +95,19 @@ StateTokens ClassifyState(const Pda& pda, const TokenIndex& index,
       stepper.Close(&pool, contexts.data(), contexts.size(), &landing);
   // levels[d]: after reading the first d bytes of the current trie path.
   std::vector<Level> levels(1);
-  levels[0] = {0,     1,     0,     0,    static_cast<uint32_t>(pool.size()),
-               false, false, false, false};
+  levels[0] = {0,     1,     0,     0,     static_cast<uint32_t>(pool.size()),
+               false, false, false, false, 0};
+  // loops[d] belongs to the level at depth d whose sets were computed anew.
+  std::vector<Loops> loops(1);
+  std::vector<int32_t> sort_a, sort_b;
 
-  for (int32_t node = 1; node < index.num_nodes();) {
-    const int32_t depth = index.node_depth(node);
-    if (static_cast<size_t>(depth) >= levels.size()) levels.resize(depth + 1);
-    const Level& from = levels[depth - 1];
-    Level& next = levels[depth];
-    inner.resize(from.inner_end);
-    outer.resize(from.outer_end);
-    pool.Truncate(from.pool_size);
-    const uint8_t byte = index.node_byte(node);
-    next = {from.inner_end, from.inner_end, from.outer_end, from.outer_end, 0,
-            false,          from.escaped,   false,          false};
-    bool done = false;
+  // Reads `byte` from the sets of `from`, which end inner, outer and the
+  // pool, appending the sets of `next`.
+  auto step = [&](const Level& from, uint8_t byte, uint32_t depth,
+                  Level* next) {
+    *next = {
+        from.inner_end, from.inner_end, from.outer_end, from.outer_end, 0,
+        false,          from.escaped,   false,          false,          depth};
     if (from.inner_end - from.inner_begin == 1 &&
         from.outer_end == from.outer_begin && !from.escaped) {
       // Most of the walk: a single stack top. A move to a state without
@@ -79,51 +116,139 @@ StateTokens ClassifyState(const Pda& pda, const TokenIndex& index,
       const StackNode top = pool[top_id];
       const int32_t to = pda.Next(top.state, byte);
       if (to == Pda::kDead) {
-        next.dead = true;
-        done = true;
-      } else if (!pda.IsFinal(to) && pda.CallsBegin(to) == pda.CallsEnd(to)) {
+        next->dead = true;
+        return;
+      }
+      if (!pda.IsFinal(to) && pda.CallsBegin(to) == pda.CallsEnd(to)) {
         inner.push_back(to == top.state ? top_id : pool.Add(to, top.parent));
-        next.inner_end = static_cast<uint32_t>(inner.size());
-        done = true;
+        next->inner_end = static_cast<uint32_t>(inner.size());
+        return;
       }
     }
-    if (!done) {
-      scratch.clear();
-      CloseFlags fi =
-          stepper.Step(&pool, inner.data() + from.inner_begin,
-                       inner.data() + from.inner_end, byte, &scratch);
-      inner.insert(inner.end(), scratch.begin(), scratch.end());
-      scratch.clear();
-      CloseFlags fo =
-          stepper.Step(&pool, outer.data() + from.outer_begin,
-                       outer.data() + from.outer_end, byte, &scratch);
-      next.escaped |= fo.open;
-      next.ended |= fo.bottom;
-      if (fi.bottom) {
-        next.left_here = true;
-        scratch.insert(scratch.end(), landing.begin(), landing.end());
-        next.escaped |= landing_flags.open;
-        next.ended |= landing_flags.bottom;
-      }
-      outer.insert(outer.end(), scratch.begin(), scratch.end());
-      next.inner_end = static_cast<uint32_t>(inner.size());
-      next.outer_end = static_cast<uint32_t>(outer.size());
-      next.dead = next.inner_end == next.inner_begin &&
-                  next.outer_end == next.outer_begin && !next.escaped;
+    scratch.clear();
+    CloseFlags fi = stepper.Step(&pool, inner.data() + from.inner_begin,
+                                 inner.data() + from.inner_end, byte, &scratch);
+    inner.insert(inner.end(), scratch.begin(), scratch.end());
+    scratch.clear();
+    CloseFlags fo = stepper.Step(&pool, outer.data() + from.outer_begin,
+                                 outer.data() + from.outer_end, byte, &scratch);
+    next->escaped |= fo.open;
+    next->ended |= fo.bottom;
+    if (fi.bottom) {
+      next->left_here = true;
+      scratch.insert(scratch.end(), landing.begin(), landing.end());
+      next->escaped |= landing_flags.open;
+      next->ended |= landing_flags.bottom;
     }
-    next.pool_size = static_cast<uint32_t>(pool.size());
-    const bool inner_alive = next.inner_end > next.inner_begin;
-    const bool outer_alive = next.outer_end > next.outer_begin;
-    for (int32_t t = index.node_tokens_begin(node);
-         t < index.node_tokens_end(node); ++t) {
+    outer.insert(outer.end(), scratch.begin(), scratch.end());
+    next->inner_end = static_cast<uint32_t>(inner.size());
+    next->outer_end = static_cast<uint32_t>(outer.size());
+    next->dead = next->inner_end == next->inner_begin &&
+                 next->outer_end == next->outer_begin && !next->escaped;
+  };
+  // What `next`, just stepped from `from`, says of its byte (see Loops).
+  auto loop_code = [&](const Level& from, const Level& next) -> uint8_t {
+    const bool same =
+        !next.dead && next.escaped == from.escaped &&
+        SameSet(inner, from.inner_begin, from.inner_end, next.inner_begin,
+                next.inner_end, &sort_a, &sort_b) &&
+        SameSet(outer, from.outer_begin, from.outer_end, next.outer_begin,
+                next.outer_end, &sort_a, &sort_b);
+    if (!same) return Loops::kElsewhere;
+    return Loops::kSame | (next.left_here ? Loops::kLeftHere : 0) |
+           (next.ended ? Loops::kEnded : 0);
+  };
+  // Drops what was appended after `level`'s sets.
+  auto truncate_to = [&](const Level& level) {
+    inner.resize(level.inner_end);
+    outer.resize(level.outer_end);
+    pool.Truncate(level.pool_size);
+  };
+  // `from` again, one byte deeper, after a byte that read it back.
+  auto again = [](const Level& from, uint8_t code) {
+    Level next = from;
+    next.left_here = code & Loops::kLeftHere;
+    next.ended = code & Loops::kEnded;
+    return next;
+  };
+  auto classify = [&](int32_t begin, int32_t end, const Level& level) {
+    const bool inner_alive = level.inner_end > level.inner_begin;
+    const bool outer_alive = level.outer_end > level.outer_begin;
+    for (int32_t t = begin; t < end; ++t) {
       const int32_t id = index.id(t);
-      if (inner_alive || next.left_here) {
+      if (inner_alive || level.left_here) {
         out.accepted[id >> 5] |= 1u << (id & 31);
-      } else if (outer_alive || next.escaped || next.ended) {
+      } else if (outer_alive || level.escaped || level.ended) {
         out.uncertain.push_back(id);
       }
     }
-    node = next.dead ? index.node_end(node) : node + 1;
+  };
+
+  for (int32_t node = 1; node < index.num_nodes();) {
+    const int32_t depth = index.node_depth(node);
+    if (static_cast<size_t>(depth) >= levels.size()) {
+      levels.resize(depth + 1);
+      loops.resize(depth + 1);
+    }
+    const Level& from = levels[depth - 1];
+    Level& next = levels[depth];
+    truncate_to(from);
+    const uint8_t byte = index.node_byte(node);
+    const uint8_t known = loops[from.loops].by_byte[byte];
+    if (known & Loops::kSame) {
+      next = again(from, known);
+    } else {
+      step(from, byte, static_cast<uint32_t>(depth), &next);
+      next.pool_size = static_cast<uint32_t>(pool.size());
+      if (known == Loops::kUnknown) {
+        const uint8_t code = loop_code(from, next);
+        loops[from.loops].Set(byte, code);
+        if (code & Loops::kSame) {
+          truncate_to(from);
+          next = again(from, code);
+        }
+      }
+    }
+    if (next.loops == static_cast<uint32_t>(depth)) loops[depth].Clear();
+    classify(index.node_tokens_begin(node), index.node_tokens_end(node), next);
+    if (next.dead) {
+      node = index.node_end(node);
+      continue;
+    }
+    // A large subtree all of whose bytes read these sets back into
+    // themselves (identifiers inside an identifier loop) is classified
+    // like this node without walking it. Bytes not known yet are tried.
+    if (const uint64_t* below = index.subtree_bytes(node)) {
+      Loops& l = loops[next.loops];
+      bool all_same = true;
+      for (int w = 0; w < 4 && all_same; ++w) {
+        for (uint64_t bits = below[w]; bits != 0 && all_same;
+             bits &= bits - 1) {
+          const uint8_t b =
+              static_cast<uint8_t>(64 * w + __builtin_ctzll(bits));
+          uint8_t code = l.by_byte[b];
+          if (code == Loops::kUnknown) {
+            Level probe;
+            step(next, b, static_cast<uint32_t>(depth + 1), &probe);
+            code = loop_code(next, probe);
+            l.Set(b, code);
+            truncate_to(next);
+          }
+          all_same = code & Loops::kSame;
+        }
+      }
+      if (all_same) {
+        // Below this node the frame is not left again (or inner sets would
+        // not be the same), so only liveness decides.
+        Level settled = next;
+        settled.left_here = settled.ended = false;
+        classify(index.node_tokens_end(node),
+                 index.node_tokens_begin(index.node_end(node)), settled);
+        node = index.node_end(node);
+        continue;
+      }
+    }
+    ++node;
   }
   return out;
 }
