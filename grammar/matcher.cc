@@ -119,11 +119,11 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
   const internal::GrammarData& data = grammar_.data();
   const Vocabulary& vocab = data.index->vocab();
   const int32_t words = grammar_.mask_words();
-  std::fill(row, row + words, 0u);
   auto set_eos = [&] {
     for (int32_t id : vocab.eos_ids()) row[id >> 5] |= 1u << (id & 31);
   };
   if (terminated_) {
+    std::fill(row, row + words, 0u);
     set_eos();
     return;
   }
@@ -134,11 +134,11 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
   }
   std::sort(states_.begin(), states_.end());
   states_.erase(std::unique(states_.begin(), states_.end()), states_.end());
+  bool clean = true;
   for (int32_t state : states_) {
-    const internal::StateTokens* t = data.table.For(state);
-    const uint32_t* bits = t->accepted.data();
-    for (int32_t w = 0; w < words; ++w) row[w] |= bits[w];
+    data.table.For(state)->AddAccepted(row, words, &clean);
   }
+  if (clean) std::fill(row, row + words, 0u);
   // Uncertain tokens depend on each stack's callers: the nearest callers'
   // states settle most of them (precomputed), the rest are read for real.
   for (const int32_t* it = scan_begin(); it != scan_end(); ++it) {
@@ -157,12 +157,7 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
       ctx = ctx->Context(pool_[caller].state);
     }
     if (ctx != nullptr && (pending->empty() || caller == kBottom)) continue;
-    for (int32_t id : *pending) {
-      if (row[id >> 5] & (1u << (id & 31))) continue;
-      if (stepper_.CanRead(&pool_, it, it + 1, vocab.bytes(id))) {
-        row[id >> 5] |= 1u << (id & 31);
-      }
-    }
+    stepper_.ReadSorted(&pool_, it, it + 1, vocab, *pending, row);
   }
   if (CanTerminate()) set_eos();
 }

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "grammar/internal/pda.h"
+#include "grammar/vocabulary.h"
 
 namespace grammard::grammar::internal {
 
@@ -136,6 +137,14 @@ class Stepper {
   bool CanRead(StackPool* pool, const int32_t* begin, const int32_t* end,
                std::string_view bytes);
 
+  // CanRead for each of `ids`, whose bytes (in `vocab`) must come in
+  // ascending order so that tokens sharing a prefix share its steps: sets
+  // the bit of each readable id in `row`, skipping ids already set. Leaves
+  // the pool as it found it.
+  void ReadSorted(StackPool* pool, const int32_t* begin, const int32_t* end,
+                  const Vocabulary& vocab, const std::vector<int32_t>& ids,
+                  uint32_t* row);
+
  private:
   // Appends the closure of `seed` when it is a plain chain (see ChainMemo),
   // remembering it for the seed's parent; false, with `scan` partly
@@ -156,6 +165,14 @@ class Stepper {
   };
   std::vector<Move> moves_;
   std::vector<int32_t> buf_a_, buf_b_;
+  // ReadSorted's levels: the sets after each byte of the last token read.
+  struct SortedLevel {
+    size_t sets_begin;  // into sorted_sets_
+    size_t pool_size;   // before the level's step
+    CloseFlags flags;   // what the step reached besides scan nodes
+  };
+  std::vector<SortedLevel> sorted_levels_;
+  std::vector<int32_t> sorted_sets_;
 };
 
 }  // namespace grammard::grammar::internal

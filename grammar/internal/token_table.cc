@@ -330,6 +330,36 @@ const ContextTokens* StateTokens::Context(int32_t return_state) const {
   return FindContext(contexts, return_state);
 }
 
+void StateTokens::AddAccepted(uint32_t* row, int32_t words, bool* clean) const {
+  if (!accepted.empty()) {
+    if (*clean) {
+      std::copy(accepted.begin(), accepted.begin() + words, row);
+    } else {
+      for (int32_t w = 0; w < words; ++w) row[w] |= accepted[w];
+    }
+    *clean = false;
+    return;
+  }
+  if (*clean) std::fill(row, row + words, 0u);
+  *clean = false;
+  for (int32_t id : accepted_ids) row[id >> 5] |= 1u << (id & 31);
+}
+
+void StateTokens::Compact() {
+  // Setting a bit per id costs about as much as merging a few words, so
+  // ids win while they are fewer than a quarter of the words.
+  int64_t count = 0;
+  for (uint32_t w : accepted) count += __builtin_popcount(w);
+  if (count * 4 >= static_cast<int64_t>(accepted.size())) return;
+  for (size_t w = 0; w < accepted.size(); ++w) {
+    for (uint32_t bits = accepted[w]; bits != 0; bits &= bits - 1) {
+      accepted_ids.push_back(static_cast<int32_t>(32 * w) +
+                             __builtin_ctz(bits));
+    }
+  }
+  std::vector<uint32_t>().swap(accepted);
+}
+
 namespace {
 
 struct SigHash {
@@ -418,6 +448,7 @@ TokenTable::TokenTable(const Pda& pda, const TokenIndex& index) {
     slot_[s] = static_cast<int32_t>(tables_.size());
     tables_.push_back(ClassifyState(pda, index, s));
     StateTokens& t = tables_.back();
+    t.Compact();
     if (t.uncertain.empty()) continue;
     int budget = kMaxContextsPerState;
     for (int32_t r : pda.ReturnStates(pda.StateRule(s))) {
@@ -443,7 +474,7 @@ size_t TokenTable::MemoryBytes() const {
   size_t bytes = slot_.size() * sizeof(int32_t);
   for (const StateTokens& t : tables_) {
     bytes += t.accepted.size() * sizeof(uint32_t) +
-             t.uncertain.size() * sizeof(int32_t);
+             (t.accepted_ids.size() + t.uncertain.size()) * sizeof(int32_t);
     for (const ContextTokens& c : t.contexts) bytes += ContextBytes(c);
   }
   return bytes;

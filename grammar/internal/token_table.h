@@ -13,10 +13,12 @@
 // Only paths that read their first byte from the state itself count: the
 // rules it calls are scan nodes of their own in a matcher's position.
 //
-// Cost: building reads the whole token trie once per state (pruned where a
-// prefix dies): the bulk of compile time. Memory: one bitset of the
-// vocabulary per state plus the uncertain ids. Thread-safety: immutable once
-// built.
+// Cost: building walks the token trie once per state, pruning where a prefix
+// dies and settling at once a subtree whose bytes all lead back to the same
+// stack sets (the inside of an identifier or a string): the bulk of compile
+// time. States of call-free rules that behave alike share one table.
+// Memory: per table a bitset of the vocabulary or a list of ids, whichever
+// is smaller, plus the uncertain ids. Thread-safety: immutable once built.
 #ifndef GRAMMARD_GRAMMAR_INTERNAL_TOKEN_TABLE_H_
 #define GRAMMARD_GRAMMAR_INTERNAL_TOKEN_TABLE_H_
 
@@ -43,7 +45,11 @@ struct ContextTokens {
 };
 
 struct StateTokens {
-  std::vector<uint32_t> accepted;  // bitset over the vocabulary's ids
+  // The certain tokens, stored the cheaper way to put into a mask row: a
+  // bitset over the vocabulary's ids when many, else their ids (a regex
+  // state allowing a few digits; `accepted` is then empty).
+  std::vector<uint32_t> accepted;
+  std::vector<int32_t> accepted_ids;
   std::vector<int32_t> uncertain;  // token ids, in byte order
   // One entry per return state of the state's rule, by return_state, when
   // `uncertain` is not empty. With no caller at all (the root rule's frame
@@ -51,6 +57,13 @@ struct StateTokens {
   std::vector<ContextTokens> contexts;
 
   const ContextTokens* Context(int32_t return_state) const;
+
+  // ORs the certain tokens into `row` (`words` long); `clean` says the row
+  // is still all zeros (set by the first caller that wrote to it), which
+  // lets a bitset be copied rather than merged.
+  void AddAccepted(uint32_t* row, int32_t words, bool* clean) const;
+  // Picks the cheaper form for the certain tokens (see above).
+  void Compact();
 };
 
 class TokenTable {
