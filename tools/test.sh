@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up what is missing, then builds and runs the whole test suite. The last
-# line is "N passed, N failed, N skipped", counted per test case. Extra
+# line is "N passed, N failed" (after "N skipped"), counted per test case. Extra
 # arguments go to `bazel test` (e.g. --config=asan).
 set -uo pipefail
 cd "$(dirname "$0")/.."
