@@ -257,8 +257,7 @@ int Run() {
                     *std::max_element(r.mask_us.begin(), r.mask_us.end()),
                     accept, grammar->MemoryBytes());
       rows.push_back(row);
-      if (w.name == "json_builtin")
-        BatchScaling(*grammar, input, w.name + "/" + tok);
+      BatchScaling(*grammar, input, w.name + "/" + tok);
     }
   }
   std::printf(
