@@ -46,7 +46,7 @@ inline constexpr int32_t kUnbounded = -1;
 // The deepest expression nesting Validate accepts. Passes that print or
 // compare expressions recurse on nesting, so this bounds their stack use; the
 // parsers' own nesting limit keeps well below it.
-inline constexpr int32_t kMaxExprDepth = 4096;
+inline constexpr int32_t kMaxExprDepth = 1024;
 
 // Limits that keep hostile or mistaken grammars from exhausting memory or
 // time. Exceeding one is a ResourceExhausted error naming the limit.
@@ -57,8 +57,10 @@ struct GrammarLimits {
   // every counted repetition. Later stages spend time and memory in
   // proportion to it, so `(a{1000}){1000}` is refused here, not there.
   uint64_t max_exprs = uint64_t{1} << 20;
-  // The deepest nesting of groups a parser accepts.
-  int32_t max_nesting = 1000;
+  // The deepest nesting of groups a parser accepts. Real grammars nest a
+  // few levels; parsers recurse per level, so this bounds their stack use
+  // (kilobytes a level under sanitizers) on any thread.
+  int32_t max_nesting = 200;
 };
 
 enum class ExprKind : uint8_t {
