@@ -22,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "grammar/compiler.h"
 #include "grammar/internal/grammar_data.h"
+#include "grammar/json_schema/json_schema.h"
 #include "grammar/matcher.h"
 #include "grammar/syntax/json_grammar.h"
 #include "grammar/thread_pool.h"
@@ -74,8 +75,13 @@ absl::StatusOr<CompiledGrammar> CompileWorkload(const GrammarCompiler& compiler,
     return compiler.CompileRegex(text);
   }
   if (w.kind == "ebnf") return compiler.CompileEbnf(text);
-  return absl::UnimplementedError("kind " + w.kind +
-                                  " needs the JSON Schema front end");
+  if (w.kind == "json_schema") {
+    // Defaults: strict, any JSON whitespace, members in schema order.
+    auto converted = JsonSchemaToGrammar(text);
+    if (!converted.ok()) return converted.status();
+    return compiler.Compile(converted->grammar);
+  }
+  return absl::UnimplementedError("unknown workload kind " + w.kind);
 }
 
 // The longest allowed token that is a prefix of `rest`, or -1.

@@ -63,7 +63,11 @@ bool SameSet(const std::vector<int32_t>& v, uint32_t a, uint32_t a_end,
              uint32_t b, uint32_t b_end, std::vector<int32_t>* sort_a,
              std::vector<int32_t>* sort_b) {
   if (a_end - a != b_end - b) return false;
-  if (std::equal(v.begin() + a, v.begin() + a_end, v.begin() + b)) return true;
+  bool in_order = true;
+  for (uint32_t i = 0; i < a_end - a && in_order; ++i)
+    in_order = v[a + i] == v[b + i];
+  if (in_order) return true;
+  if (a_end - a == 1) return false;
   sort_a->assign(v.begin() + a, v.begin() + a_end);
   sort_b->assign(v.begin() + b, v.begin() + b_end);
   std::sort(sort_a->begin(), sort_a->end());
@@ -108,32 +112,44 @@ StateTokens ClassifyState(const Pda& pda, const TokenIndex& index,
     *next = {
         from.inner_end, from.inner_end, from.outer_end, from.outer_end, 0,
         false,          from.escaped,   false,          false,          depth};
-    if (from.inner_end - from.inner_begin == 1 &&
-        from.outer_end == from.outer_begin && !from.escaped) {
-      // Most of the walk: a single stack top. A move to a state without
-      // calls or an end needs no closing; a self-loop keeps the very node.
+    // Most of the walk: a single stack top in a state without calls, the
+    // classified frame itself. Moving it needs no closing (a self-loop
+    // keeps the very node); ending it leaves into the landing set.
+    CloseFlags fi;
+    bool inner_done = false;
+    if (from.inner_end - from.inner_begin == 1) {
       const int32_t top_id = inner[from.inner_begin];
       const StackNode top = pool[top_id];
       const int32_t to = pda.Next(top.state, byte);
       if (to == Pda::kDead) {
-        next->dead = true;
-        return;
-      }
-      if (!pda.IsFinal(to) && pda.CallsBegin(to) == pda.CallsEnd(to)) {
+        inner_done = true;
+      } else if (pda.CallsBegin(to) == pda.CallsEnd(to) &&
+                 (!pda.IsFinal(to) || top.parent == kBottom)) {
         inner.push_back(to == top.state ? top_id : pool.Add(to, top.parent));
+        fi.bottom = pda.IsFinal(to);
+        inner_done = true;
+      }
+      if (inner_done && from.outer_end == from.outer_begin && !from.escaped &&
+          !fi.bottom) {
         next->inner_end = static_cast<uint32_t>(inner.size());
+        next->dead = next->inner_end == next->inner_begin;
         return;
       }
     }
+    if (!inner_done) {
+      scratch.clear();
+      fi = stepper.Step(&pool, inner.data() + from.inner_begin,
+                        inner.data() + from.inner_end, byte, &scratch);
+      inner.insert(inner.end(), scratch.begin(), scratch.end());
+    }
     scratch.clear();
-    CloseFlags fi = stepper.Step(&pool, inner.data() + from.inner_begin,
-                                 inner.data() + from.inner_end, byte, &scratch);
-    inner.insert(inner.end(), scratch.begin(), scratch.end());
-    scratch.clear();
-    CloseFlags fo = stepper.Step(&pool, outer.data() + from.outer_begin,
-                                 outer.data() + from.outer_end, byte, &scratch);
-    next->escaped |= fo.open;
-    next->ended |= fo.bottom;
+    if (from.outer_end != from.outer_begin) {
+      CloseFlags fo =
+          stepper.Step(&pool, outer.data() + from.outer_begin,
+                       outer.data() + from.outer_end, byte, &scratch);
+      next->escaped |= fo.open;
+      next->ended |= fo.bottom;
+    }
     if (fi.bottom) {
       next->left_here = true;
       scratch.insert(scratch.end(), landing.begin(), landing.end());
