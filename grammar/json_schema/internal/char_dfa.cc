@@ -659,65 +659,6 @@ bool Example(const CharDfa& dfa, std::string* out) {
   return false;
 }
 
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
-bool DecodeUtf8(std::string_view text, size_t* pos, uint32_t* cp) {
-  const size_t p = *pos;
-  const auto byte = [&](size_t i) { return static_cast<uint8_t>(text[p + i]); };
-  if (p >= text.size()) return false;
-  uint8_t b0 = byte(0);
-  size_t len;
-  uint32_t value;
-  uint32_t min;
-  if (b0 < 0x80) {
-    *cp = b0;
-    *pos = p + 1;
-    return true;
-  } else if ((b0 & 0xE0) == 0xC0) {
-    len = 2;
-    value = b0 & 0x1F;
-    min = 0x80;
-  } else if ((b0 & 0xF0) == 0xE0) {
-    len = 3;
-    value = b0 & 0x0F;
-    min = 0x800;
-  } else if ((b0 & 0xF8) == 0xF0) {
-    len = 4;
-    value = b0 & 0x07;
-    min = 0x10000;
-  } else {
-    return false;
-  }
-  if (p + len > text.size()) return false;
-  for (size_t i = 1; i < len; ++i) {
-    if ((byte(i) & 0xC0) != 0x80) return false;
-    value = (value << 6) | (byte(i) & 0x3F);
-  }
-  if (value < min || value > kMaxCodepoint ||
-      (value >= 0xD800 && value <= 0xDFFF)) {
-    return false;
-  }
-  *cp = value;
-  *pos = p + len;
-  return true;
-}
-
 int64_t CodepointCount(std::string_view text) {
   int64_t n = 0;
   size_t pos = 0;

@@ -33,10 +33,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "grammar/syntax/grammar_ir.h"
+#include "grammar/syntax/internal/utf8.h"
 
 namespace grammard::grammar::json_schema_internal {
-
-inline constexpr uint32_t kMaxCodepoint = 0x10FFFF;
 
 struct DfaLimits {
   // States of any one automaton built (NFA or DFA).
@@ -141,11 +140,10 @@ bool Matches(const CharDfa& dfa, std::string_view text);
 // A string of the language, shortest first; false when it is empty.
 bool Example(const CharDfa& dfa, std::string* out);
 
-// UTF-8 helpers shared by the front end.
-void AppendUtf8(uint32_t cp, std::string* out);
-// Decodes the code point at text[*pos] and advances; false on invalid UTF-8
-// (surrogates and overlong forms included).
-bool DecodeUtf8(std::string_view text, size_t* pos, uint32_t* cp);
+// The strict UTF-8 helpers of the syntax layer.
+using internal::AppendUtf8;
+using internal::DecodeUtf8;
+using internal::kMaxCodepoint;
 // The number of code points, or -1 for invalid UTF-8.
 int64_t CodepointCount(std::string_view text);
 
