@@ -392,5 +392,36 @@ TEST(CompilerTest, ErrorsNameTheProblem) {
   EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
 }
 
+// Speculative decoding rolls back whole drafts: 300 tokens back must land
+// exactly where the matcher was, masks included, in O(k).
+TEST(CompilerTest, RollbackReachesFarBack) {
+  auto vocab =
+      *Vocabulary::FromTokens({"(", ")", "()", "x", "</s>"}, {4}, {4}, {});
+  GrammarCompiler compiler(vocab);
+  auto grammar = compiler.CompileEbnf(R"g(root ::= item*
+item ::= "(" root ")" | "x")g");
+  ASSERT_TRUE(grammar.ok()) << grammar.status();
+  GrammarMatcher m(*grammar);
+  std::vector<std::vector<uint32_t>> masks;
+  std::vector<uint32_t> row(grammar->mask_words());
+  // Nest 150 deep, then close half: a stack that changes at every step.
+  std::vector<int32_t> tokens(150, 0);
+  tokens.insert(tokens.end(), 75, 1);
+  tokens.insert(tokens.end(), 75, 3);
+  for (int32_t t : tokens) {
+    m.FillNextTokenMask(row.data());
+    masks.push_back(row);
+    ASSERT_TRUE(m.AcceptToken(t).ok());
+  }
+  ASSERT_EQ(m.num_accepted(), 300);
+  for (int back : {1, 99, 200}) {
+    ASSERT_TRUE(m.Rollback(back).ok());
+    m.FillNextTokenMask(row.data());
+    EXPECT_EQ(row, masks[m.num_accepted()]) << "after " << back;
+  }
+  EXPECT_EQ(m.num_accepted(), 0);
+  EXPECT_FALSE(m.Rollback(1).ok());
+}
+
 }  // namespace
 }  // namespace grammard::grammar
