@@ -187,6 +187,10 @@ void BatchScaling(const CompiledGrammar& grammar, std::string_view input,
 }
 
 int Run() {
+  if (absl::GetFlag(FLAGS_passes) < 1 || absl::GetFlag(FLAGS_compiles) < 1) {
+    std::fprintf(stderr, "--passes and --compiles must be at least 1\n");
+    return 2;
+  }
   std::string dir = absl::GetFlag(FLAGS_bench_dir);
   if (dir.empty()) {
     auto shared = testing::SharedDataDir();
