@@ -136,7 +136,7 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
   states_.erase(std::unique(states_.begin(), states_.end()), states_.end());
   bool clean = true;
   for (int32_t state : states_) {
-    data.table.For(state)->AddAccepted(row, words, &clean);
+    data.table.For(state)->accepted.AddTo(row, words, &clean);
   }
   if (clean) std::fill(row, row + words, 0u);
   // Uncertain tokens depend on each stack's callers: the nearest callers'
@@ -150,7 +150,7 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
     const internal::ContextTokens* ctx = t->Context(pool_[node.parent].state);
     int32_t caller = node.parent;
     while (ctx != nullptr) {
-      for (int32_t id : ctx->accepted) row[id >> 5] |= 1u << (id & 31);
+      ctx->accepted.AddTo(row, words, &clean);
       pending = &ctx->uncertain;
       caller = pool_[caller].parent;
       if (pending->empty() || caller == kBottom) break;

@@ -81,7 +81,7 @@ StateTokens ClassifyState(const Pda& pda, const TokenIndex& index,
                           int32_t state) {
   StateTokens out;
   const Vocabulary& vocab = index.vocab();
-  out.accepted.assign((vocab.size() + 31) / 32, 0);
+  std::vector<uint32_t> accepted((vocab.size() + 31) / 32, 0);
 
   StackPool pool;
   Stepper stepper(pda);
@@ -193,7 +193,7 @@ StateTokens ClassifyState(const Pda& pda, const TokenIndex& index,
     for (int32_t t = begin; t < end; ++t) {
       const int32_t id = index.id(t);
       if (inner_alive || level.left_here) {
-        out.accepted[id >> 5] |= 1u << (id & 31);
+        accepted[id >> 5] |= 1u << (id & 31);
       } else if (outer_alive || level.escaped || level.ended) {
         out.uncertain.push_back(id);
       }
@@ -266,6 +266,7 @@ StateTokens ClassifyState(const Pda& pda, const TokenIndex& index,
     }
     ++node;
   }
+  out.accepted = TokenSet::FromBits(std::move(accepted));
   return out;
 }
 
@@ -294,6 +295,7 @@ ContextTokens ClassifyInContext(const Pda& pda, const TokenIndex& index,
                                 const std::vector<int32_t>& uncertain,
                                 int* budget) {
   ContextTokens out{chain.back(), {}, {}, {}};
+  std::vector<int32_t> accepted;
   StackPool pool;
   Stepper stepper(pda);
   int32_t below = Below(pda, pda.StateRule(chain.back()));
@@ -346,11 +348,13 @@ ContextTokens ClassifyInContext(const Pda& pda, const TokenIndex& index,
     // (Leaving on the last byte counts as ended, which settles it anyway.)
     const bool escaped = levels.back().escaped;
     if ((alive && depth == bytes.size()) || ended) {
-      out.accepted.push_back(id);
+      accepted.push_back(id);
     } else if (escaped) {
       out.uncertain.push_back(id);
     }
   }
+  out.accepted =
+      TokenSet::FromIds(std::move(accepted), (index.vocab().size() + 31) / 32);
   if (out.uncertain.empty() ||
       static_cast<int>(chain.size()) >= kMaxContextDepth)
     return out;
@@ -375,34 +379,52 @@ const ContextTokens* StateTokens::Context(int32_t return_state) const {
   return FindContext(contexts, return_state);
 }
 
-void StateTokens::AddAccepted(uint32_t* row, int32_t words, bool* clean) const {
-  if (!accepted.empty()) {
+TokenSet TokenSet::FromBits(std::vector<uint32_t> bits) {
+  // Setting a bit per id costs about as much as merging a few words, so
+  // ids win while they are fewer than a quarter of the words.
+  TokenSet set;
+  int64_t count = 0;
+  for (uint32_t w : bits) count += __builtin_popcount(w);
+  if (count * 4 >= static_cast<int64_t>(bits.size())) {
+    set.bits_ = std::move(bits);
+    return set;
+  }
+  for (size_t w = 0; w < bits.size(); ++w) {
+    for (uint32_t b = bits[w]; b != 0; b &= b - 1) {
+      set.ids_.push_back(static_cast<int32_t>(32 * w) + __builtin_ctz(b));
+    }
+  }
+  return set;
+}
+
+TokenSet TokenSet::FromIds(std::vector<int32_t> ids, int32_t words) {
+  TokenSet set;
+  if (static_cast<int64_t>(ids.size()) * 4 < words) {
+    set.ids_ = std::move(ids);
+    return set;
+  }
+  set.bits_.assign(words, 0);
+  for (int32_t id : ids) set.bits_[id >> 5] |= 1u << (id & 31);
+  return set;
+}
+
+void TokenSet::AddTo(uint32_t* row, int32_t words, bool* clean) const {
+  if (!bits_.empty()) {
     if (*clean) {
-      std::copy(accepted.begin(), accepted.begin() + words, row);
+      std::copy(bits_.begin(), bits_.begin() + words, row);
     } else {
-      for (int32_t w = 0; w < words; ++w) row[w] |= accepted[w];
+      for (int32_t w = 0; w < words; ++w) row[w] |= bits_[w];
     }
     *clean = false;
     return;
   }
   if (*clean) std::fill(row, row + words, 0u);
   *clean = false;
-  for (int32_t id : accepted_ids) row[id >> 5] |= 1u << (id & 31);
+  for (int32_t id : ids_) row[id >> 5] |= 1u << (id & 31);
 }
 
-void StateTokens::Compact() {
-  // Setting a bit per id costs about as much as merging a few words, so
-  // ids win while they are fewer than a quarter of the words.
-  int64_t count = 0;
-  for (uint32_t w : accepted) count += __builtin_popcount(w);
-  if (count * 4 >= static_cast<int64_t>(accepted.size())) return;
-  for (size_t w = 0; w < accepted.size(); ++w) {
-    for (uint32_t bits = accepted[w]; bits != 0; bits &= bits - 1) {
-      accepted_ids.push_back(static_cast<int32_t>(32 * w) +
-                             __builtin_ctz(bits));
-    }
-  }
-  std::vector<uint32_t>().swap(accepted);
+size_t TokenSet::MemoryBytes() const {
+  return bits_.size() * sizeof(uint32_t) + ids_.size() * sizeof(int32_t);
 }
 
 namespace {
@@ -493,7 +515,6 @@ TokenTable::TokenTable(const Pda& pda, const TokenIndex& index) {
     slot_[s] = static_cast<int32_t>(tables_.size());
     tables_.push_back(ClassifyState(pda, index, s));
     StateTokens& t = tables_.back();
-    t.Compact();
     if (t.uncertain.empty()) continue;
     int budget = kMaxContextsPerState;
     for (int32_t r : pda.ReturnStates(pda.StateRule(s))) {
@@ -507,8 +528,8 @@ TokenTable::TokenTable(const Pda& pda, const TokenIndex& index) {
 namespace {
 
 size_t ContextBytes(const ContextTokens& c) {
-  size_t bytes =
-      sizeof(c) + (c.accepted.size() + c.uncertain.size()) * sizeof(int32_t);
+  size_t bytes = sizeof(c) + c.accepted.MemoryBytes() +
+                 c.uncertain.size() * sizeof(int32_t);
   for (const ContextTokens& d : c.contexts) bytes += ContextBytes(d);
   return bytes;
 }
@@ -518,8 +539,7 @@ size_t ContextBytes(const ContextTokens& c) {
 size_t TokenTable::MemoryBytes() const {
   size_t bytes = slot_.size() * sizeof(int32_t);
   for (const StateTokens& t : tables_) {
-    bytes += t.accepted.size() * sizeof(uint32_t) +
-             (t.accepted_ids.size() + t.uncertain.size()) * sizeof(int32_t);
+    bytes += t.accepted.MemoryBytes() + t.uncertain.size() * sizeof(int32_t);
     for (const ContextTokens& c : t.contexts) bytes += ContextBytes(c);
   }
   return bytes;

@@ -30,12 +30,33 @@
 
 namespace grammard::grammar::internal {
 
+// A set of token ids, stored the cheaper way to put into a mask row: a
+// bitset over the vocabulary when many, else the ids (a regex state that
+// allows a few digits).
+class TokenSet {
+ public:
+  TokenSet() = default;
+  // `bits` has one bit per id of the vocabulary, `words` words.
+  static TokenSet FromBits(std::vector<uint32_t> bits);
+  static TokenSet FromIds(std::vector<int32_t> ids, int32_t words);
+
+  // ORs the set into `row` (`words` long). `clean` says the row is still
+  // all zeros (cleared by the first call that writes it), which lets a
+  // bitset be copied rather than merged.
+  void AddTo(uint32_t* row, int32_t words, bool* clean) const;
+  size_t MemoryBytes() const;
+
+ private:
+  std::vector<uint32_t> bits_;  // empty when ids_ holds the set
+  std::vector<int32_t> ids_;
+};
+
 // Uncertain tokens settled by what lies below a stack top: most tokens that
 // leave a rule end inside its caller (`",` after a string in an array), so
 // one or two levels of known callers decide them.
 struct ContextTokens {
   int32_t return_state;            // the caller's state at this level
-  std::vector<int32_t> accepted;   // allowed whatever lies further below
+  TokenSet accepted;               // allowed whatever lies further below
   std::vector<int32_t> uncertain;  // leave this caller's rule too
   // The next caller down, by return_state, while uncertain is not empty and
   // the depth limit allows; past it the matcher reads the tokens for real.
@@ -45,11 +66,7 @@ struct ContextTokens {
 };
 
 struct StateTokens {
-  // The certain tokens, stored the cheaper way to put into a mask row: a
-  // bitset over the vocabulary's ids when many, else their ids (a regex
-  // state allowing a few digits; `accepted` is then empty).
-  std::vector<uint32_t> accepted;
-  std::vector<int32_t> accepted_ids;
+  TokenSet accepted;               // allowed whatever the stack below
   std::vector<int32_t> uncertain;  // token ids, in byte order
   // One entry per return state of the state's rule, by return_state, when
   // `uncertain` is not empty. With no caller at all (the root rule's frame
@@ -57,13 +74,6 @@ struct StateTokens {
   std::vector<ContextTokens> contexts;
 
   const ContextTokens* Context(int32_t return_state) const;
-
-  // ORs the certain tokens into `row` (`words` long); `clean` says the row
-  // is still all zeros (set by the first caller that wrote to it), which
-  // lets a bitset be copied rather than merged.
-  void AddAccepted(uint32_t* row, int32_t words, bool* clean) const;
-  // Picks the cheaper form for the certain tokens (see above).
-  void Compact();
 };
 
 class TokenTable {
