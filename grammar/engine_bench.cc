@@ -21,7 +21,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
 #include "grammar/compiler.h"
-#include "grammar/internal/grammar_data.h"
+#include "grammar/greedy_tokens.h"
 #include "grammar/json_schema/json_schema.h"
 #include "grammar/matcher.h"
 #include "grammar/syntax/json_grammar.h"
@@ -84,27 +84,6 @@ absl::StatusOr<CompiledGrammar> CompileWorkload(const GrammarCompiler& compiler,
   return absl::UnimplementedError("unknown workload kind " + w.kind);
 }
 
-// The longest allowed token that is a prefix of `rest`, or -1.
-int32_t PickToken(const internal::TokenIndex& index,
-                  const std::vector<uint32_t>& mask, std::string_view rest) {
-  for (size_t len = std::min<size_t>(rest.size(), 256); len > 0; --len) {
-    std::string_view want = rest.substr(0, len);
-    int lo = 0, hi = index.size();
-    while (lo < hi) {
-      int mid = (lo + hi) / 2;
-      if (index.bytes(mid) < want)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    for (int i = lo; i < index.size() && index.bytes(i) == want; ++i) {
-      int32_t id = index.id(i);
-      if ((mask[id >> 5] >> (id & 31)) & 1) return id;
-    }
-  }
-  return -1;
-}
-
 struct FeedResult {
   int steps = 0;
   std::vector<double> mask_us, accept_us;
@@ -115,7 +94,6 @@ FeedResult Feed(const CompiledGrammar& grammar, std::string_view input,
                 int passes) {
   FeedResult r;
   std::vector<uint32_t> mask(grammar.mask_words());
-  const internal::TokenIndex& index = *grammar.data().index;
   for (int pass = 0; pass < passes && r.error.empty(); ++pass) {
     GrammarMatcher m(grammar);
     size_t pos = 0;
@@ -133,7 +111,7 @@ FeedResult Feed(const CompiledGrammar& grammar, std::string_view input,
           r.error = "end not allowed";
         break;
       }
-      int32_t id = PickToken(index, mask, input.substr(pos));
+      int32_t id = LongestAllowedToken(grammar, mask.data(), input.substr(pos));
       if (id < 0) {
         r.error = "no allowed token at byte " + std::to_string(pos);
         break;
@@ -158,13 +136,13 @@ void BatchScaling(const CompiledGrammar& grammar, std::string_view input,
   const int kBatch = 64;
   std::vector<GrammarMatcher> matchers;
   std::vector<uint32_t> scratch(grammar.mask_words());
-  const internal::TokenIndex& index = *grammar.data().index;
   for (int b = 0; b < kBatch; ++b) {
     matchers.emplace_back(grammar);
     size_t pos = 0;
     for (int k = 0; k < b % 24 && pos < input.size(); ++k) {
       matchers.back().FillNextTokenMask(scratch.data());
-      int32_t id = PickToken(index, scratch, input.substr(pos));
+      int32_t id =
+          LongestAllowedToken(grammar, scratch.data(), input.substr(pos));
       if (id < 0 || !matchers.back().AcceptToken(id).ok()) break;
       pos += grammar.vocabulary().bytes(id).size();
     }
