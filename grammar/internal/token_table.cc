@@ -282,9 +282,11 @@ const ContextTokens* FindContext(const std::vector<ContextTokens>& contexts,
 }
 
 // How many callers deep contexts go, and how many a state may hold in all:
-// enough for JSON's `"},` (string, object, array) without letting
-// grammars with many call sites grow without bound.
-constexpr int kMaxContextDepth = 3;
+// enough for JSON's `"},` (string, object, array) and for expression
+// grammars, where `))*` after a number climbs factor, term, expression and
+// parentheses (arith: 67 -> 9 us a mask going from 3 to 6 levels), without
+// letting grammars with many call sites grow without bound.
+constexpr int kMaxContextDepth = 6;
 constexpr int kMaxContextsPerState = 512;
 
 // Reads `uncertain` tokens of `state` with `chain` as its callers (chain[0]

@@ -53,7 +53,7 @@ class TokenSet {
 
 // Uncertain tokens settled by what lies below a stack top: most tokens that
 // leave a rule end inside its caller (`",` after a string in an array), so
-// one or two levels of known callers decide them.
+// a few levels of known callers decide them.
 struct ContextTokens {
   int32_t return_state;            // the caller's state at this level
   TokenSet accepted;               // allowed whatever lies further below
