@@ -1,0 +1,405 @@
+// MaskBench runner: the published method of ../shared/data/README.md ("How a
+// MaskBench case is judged") over ../shared/data/maskbench, with the llama3
+// tokenizer.
+//
+//   bazel run -c opt //tests/conformance:maskbench -- [--data=DIR]
+//       [--limit=N] [--threads=N]
+//       [--property_order=as_written|required_first|any] [--deadline_s=S]
+//
+// Per case: the schema goes through JsonSchemaToGrammar (strict, default
+// options but the chosen property order, a --deadline_s deadline) and
+// GrammarCompiler::Compile; an error in either is a compile error. Every
+// instance is serialized compactly (nlohmann dump(), members in the order
+// they appear) and fed token by token: at each step the mask is filled and
+// the longest allowed vocabulary token that is a prefix of the remaining text
+// is accepted (the project has no BPE encoder). A valid instance must get
+// through and then allow end-of-sequence, else a validation error; an invalid
+// one that does is an invalidation error (a bug: wrong output let through).
+// TBM times every FillNextTokenMask; TTFM is conversion + compile + the
+// first mask of a fresh matcher (that mask is not in TBM).
+//
+// Output: a table per split and a total row, the slowest compiles and masks,
+// compile errors by status code, the first compile, invalidation and
+// validation errors, and a last line
+// `TOTAL cases= passing= compile_error= ...` (tbm_*/ttfm_* in microseconds).
+// Always exits 0 once it has run (it measures; it does not gate).
+//
+// Cost: dominated by compiles, up to about a minute per schema at the time
+// of writing (--limit=40, 596 cases, took 12 minutes on 2 cores); memory
+// holds one split's decompressed lines and every mask time (4 bytes each).
+// Thread-safety: cases run in parallel on a ThreadPool (--threads, default
+// 2) sharing one GrammarCompiler (thread-safe); each case, and so each timed
+// mask, runs on one thread. Files are decompressed with `gzip -dc` through
+// popen (third_party has no zlib target).
+#include <dirent.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "grammar/compiler.h"
+#include "grammar/greedy_tokens.h"
+#include "grammar/json_schema/json_schema.h"
+#include "grammar/matcher.h"
+#include "grammar/thread_pool.h"
+#include "grammar/vocabulary.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/paths.h"
+
+ABSL_FLAG(std::string, data, "",
+          "The maskbench folder of *.jsonl.gz (default: "
+          "../shared/data/maskbench).");
+ABSL_FLAG(int, limit, 0, "At most this many cases per split (0: all).");
+ABSL_FLAG(int, threads, 2, "Cases run in parallel on this many threads.");
+ABSL_FLAG(std::string, property_order, "as_written",
+          "Member order of objects: as_written, required_first or any.");
+ABSL_FLAG(double, deadline_s, 10, "Schema conversion deadline in seconds.");
+
+namespace grammard::conformance {
+namespace {
+
+using grammar::CompiledGrammar;
+using grammar::GrammarMatcher;
+using Clock = std::chrono::steady_clock;
+using Json = nlohmann::ordered_json;
+
+double Micros(Clock::duration d) {
+  return std::chrono::duration<double, std::micro>(d).count();
+}
+
+enum class Outcome { kPassing, kCompileError, kValidationError, kFailing };
+
+struct CaseResult {
+  std::string file, split;
+  Outcome outcome = Outcome::kPassing;
+  bool validation_error = false, invalidation_error = false;
+  double convert_us = 0, compile_us = 0;  // compile_us: conversion + compile
+  double ttfm_us = 0;
+  std::string compile_error;
+  absl::StatusCode compile_code = absl::StatusCode::kOk;
+  std::vector<float> tbm_us;
+  std::vector<std::string> invalidations, validations;  // "description"
+};
+
+// Feeds `text`; empty when it is accepted and may end there, else why not.
+std::string Feed(const CompiledGrammar& g, std::string_view text,
+                 std::vector<float>* tbm_us) {
+  std::vector<uint32_t> mask(g.mask_words());
+  GrammarMatcher m(g);
+  for (size_t pos = 0;;) {
+    auto t0 = Clock::now();
+    m.FillNextTokenMask(mask.data());
+    tbm_us->push_back(static_cast<float>(Micros(Clock::now() - t0)));
+    if (pos == text.size()) {
+      for (int32_t eos : g.vocabulary().eos_ids())
+        if ((mask[eos >> 5] >> (eos & 31)) & 1) return "";
+      return "end not allowed";
+    }
+    int32_t id = grammar::LongestAllowedToken(g, mask.data(), text.substr(pos));
+    if (id < 0) return "no allowed token at byte " + std::to_string(pos);
+    absl::Status s = m.AcceptToken(id);
+    if (!s.ok()) return std::string(s.message());
+    pos += g.vocabulary().bytes(id).size();
+  }
+}
+
+CaseResult RunCase(const grammar::GrammarCompiler& compiler,
+                   const std::string& line,
+                   const grammar::JsonSchemaOptions& base) {
+  CaseResult r;
+  Json c = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (c.is_discarded() || !c.is_object()) {
+    r.outcome = Outcome::kCompileError;
+    r.compile_error = "unreadable case line";
+    return r;
+  }
+  r.file = c.value("file", "?");
+  r.split = c.value("split", "?");
+  grammar::JsonSchemaOptions options = base;
+  auto t0 = Clock::now();
+  options.deadline =
+      t0 + std::chrono::duration_cast<Clock::duration>(
+               std::chrono::duration<double>(absl::GetFlag(FLAGS_deadline_s)));
+  absl::StatusOr<CompiledGrammar> g = absl::UnknownError("not compiled");
+  auto converted = grammar::JsonSchemaToGrammar(c["schema"].dump(), options);
+  r.convert_us = Micros(Clock::now() - t0);
+  if (converted.ok())
+    g = compiler.Compile(converted->grammar);
+  else
+    g = converted.status();
+  r.compile_us = Micros(Clock::now() - t0);
+  if (!g.ok()) {
+    r.outcome = Outcome::kCompileError;
+    r.compile_error = g.status().ToString();
+    r.compile_code = g.status().code();
+    return r;
+  }
+  {
+    std::vector<uint32_t> mask(g->mask_words());
+    GrammarMatcher first(*g);
+    auto t1 = Clock::now();
+    first.FillNextTokenMask(mask.data());
+    r.ttfm_us = r.compile_us + Micros(Clock::now() - t1);
+  }
+  for (const Json& test : c["tests"]) {
+    bool valid = test.value("valid", false);
+    std::string desc = test.value("description", "");
+    std::string text, why;
+    try {
+      text = test.at("data").dump();
+    } catch (const Json::exception& e) {
+      why = std::string("cannot serialize: ") + e.what();
+    }
+    if (why.empty()) why = Feed(*g, text, &r.tbm_us);
+    if (valid && !why.empty()) {
+      r.validation_error = true;
+      r.validations.push_back(desc + ": " + why);
+    } else if (!valid && why.empty()) {
+      r.invalidation_error = true;
+      r.invalidations.push_back(desc);
+    }
+  }
+  if (r.validation_error || r.invalidation_error) r.outcome = Outcome::kFailing;
+  return r;
+}
+
+// Percentiles over a sorted vector.
+double At(const std::vector<float>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  size_t k = std::min(sorted.size() - 1,
+                      static_cast<size_t>(p / 100.0 * sorted.size()));
+  return sorted[k];
+}
+
+struct Totals {
+  int cases = 0, passing = 0, compile_error = 0, validation_error = 0,
+      invalidation_error = 0;
+  std::vector<float> tbm, ttfm;
+  double tbm_sum = 0;
+
+  void Add(const CaseResult& r) {
+    ++cases;
+    if (r.outcome == Outcome::kCompileError) {
+      ++compile_error;
+      return;
+    }
+    passing += r.outcome == Outcome::kPassing;
+    validation_error += r.validation_error;
+    invalidation_error += r.invalidation_error;
+    ttfm.push_back(static_cast<float>(r.ttfm_us));
+    for (float v : r.tbm_us) tbm_sum += v;
+    tbm.insert(tbm.end(), r.tbm_us.begin(), r.tbm_us.end());
+  }
+  void Merge(const Totals& o) {
+    cases += o.cases;
+    passing += o.passing;
+    compile_error += o.compile_error;
+    validation_error += o.validation_error;
+    invalidation_error += o.invalidation_error;
+    tbm.insert(tbm.end(), o.tbm.begin(), o.tbm.end());
+    ttfm.insert(ttfm.end(), o.ttfm.begin(), o.ttfm.end());
+    tbm_sum += o.tbm_sum;
+  }
+  double TbmMean() const { return tbm.empty() ? 0 : tbm_sum / tbm.size(); }
+  void Sort() {
+    std::sort(tbm.begin(), tbm.end());
+    std::sort(ttfm.begin(), ttfm.end());
+  }
+};
+
+void PrintHeader() {
+  std::printf(
+      "%-18s %6s %6s %6s %6s %6s | TBM us: %7s %6s %6s %6s %6s %7s %7s %8s "
+      "| TTFM us: %8s %8s %9s %9s\n",
+      "split", "cases", "pass", "c_err", "v_err", "i_err", "mean", "p50", "p75",
+      "p90", "p95", "p99", "p99.9", "max", "p50", "p75", "p99", "max");
+}
+
+void PrintRow(const std::string& name, Totals& t) {
+  t.Sort();
+  std::printf(
+      "%-18s %6d %6d %6d %6d %6d |         %7.1f %6.1f %6.1f %6.1f %6.1f "
+      "%7.1f %7.1f %8.1f |           %8.0f %8.0f %9.0f %9.0f\n",
+      name.c_str(), t.cases, t.passing, t.compile_error, t.validation_error,
+      t.invalidation_error, t.TbmMean(), At(t.tbm, 50), At(t.tbm, 75),
+      At(t.tbm, 90), At(t.tbm, 95), At(t.tbm, 99), At(t.tbm, 99.9),
+      t.tbm.empty() ? 0.0 : t.tbm.back(), At(t.ttfm, 50), At(t.ttfm, 75),
+      At(t.ttfm, 99), t.ttfm.empty() ? 0.0 : t.ttfm.back());
+}
+
+// Up to `limit` (0: all) lines of a gzip file, through `gzip -dc`.
+std::optional<std::vector<std::string>> ReadGzipLines(const std::string& path,
+                                                      int limit) {
+  std::string quoted = "'";
+  for (char ch : path)
+    quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  FILE* f = popen(("gzip -dc " + quoted + "'").c_str(), "r");
+  if (f == nullptr) return std::nullopt;
+  std::vector<std::string> lines;
+  char* buf = nullptr;
+  size_t cap = 0;
+  ssize_t n;
+  while ((limit == 0 || static_cast<int>(lines.size()) < limit) &&
+         (n = getline(&buf, &cap, f)) > 0) {
+    std::string line(buf, n);
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r'))
+      line.pop_back();
+    if (!line.empty()) lines.push_back(std::move(line));
+  }
+  free(buf);
+  int status = pclose(f);
+  if (limit == 0 && status != 0) return std::nullopt;
+  return lines;
+}
+
+int Run() {
+  std::string dir = absl::GetFlag(FLAGS_data);
+  if (dir.empty()) {
+    std::optional<std::string> shared = testing::SharedDataDir();
+    if (!shared) {
+      std::printf(
+          "%s\n",
+          testing::MissingDataMessage("../shared/data/maskbench").c_str());
+      return 0;
+    }
+    dir = *shared + "/maskbench";
+  }
+  std::vector<std::string> files;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      std::string name = e->d_name;
+      if (name.size() > 9 && name.substr(name.size() - 9) == ".jsonl.gz")
+        files.push_back(name);
+    }
+    closedir(d);
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty()) {
+    std::printf("%s\n",
+                testing::MissingDataMessage(dir + "/*.jsonl.gz").c_str());
+    return 0;
+  }
+  std::optional<std::string> tokdir = testing::TokenizerDir("llama3");
+  if (!tokdir) {
+    std::printf("%s\n",
+                testing::MissingDataMessage("tokenizer llama3").c_str());
+    return 0;
+  }
+  auto vocab = grammar::Vocabulary::FromDirectory(*tokdir, {"llama3", {}, 0});
+  if (!vocab.ok()) {
+    std::fprintf(stderr, "%s\n", vocab.status().ToString().c_str());
+    return 1;
+  }
+  grammar::JsonSchemaOptions options;
+  const std::string order = absl::GetFlag(FLAGS_property_order);
+  if (order == "any") {
+    options.property_order = grammar::JsonPropertyOrder::kAny;
+  } else if (order == "required_first") {
+    options.property_order = grammar::JsonPropertyOrder::kRequiredFirst;
+  } else if (order != "as_written") {
+    std::fprintf(stderr, "unknown --property_order=%s\n", order.c_str());
+    return 2;
+  }
+  grammar::GrammarCompiler compiler(*vocab);
+  grammar::ThreadPool pool(std::max(1, absl::GetFlag(FLAGS_threads)));
+  std::printf("maskbench: %s, llama3, property_order=%s, threads=%d\n",
+              dir.c_str(), order.c_str(), pool.num_threads());
+
+  Totals total;
+  std::vector<std::string> rows;
+  std::vector<std::pair<double, std::string>> compiles;    // (ms, file)
+  std::vector<std::pair<double, std::string>> slow_masks;  // (us, file)
+  std::map<absl::StatusCode, int> error_codes;
+  std::vector<std::string> compile_errors;
+  std::vector<std::string> invalidations, validations;
+  PrintHeader();
+  for (const std::string& name : files) {
+    auto lines = ReadGzipLines(dir + "/" + name, absl::GetFlag(FLAGS_limit));
+    if (!lines) {
+      std::fprintf(stderr, "cannot read %s/%s\n", dir.c_str(), name.c_str());
+      return 1;
+    }
+    std::vector<CaseResult> results(lines->size());
+    pool.ParallelFor(lines->size(), [&](int64_t i) {
+      results[i] = RunCase(compiler, (*lines)[i], options);
+    });
+    Totals split;
+    for (const CaseResult& r : results) {
+      split.Add(r);
+      char conversion[64];
+      std::snprintf(conversion, sizeof(conversion), " (conversion %.1f ms)",
+                    r.convert_us / 1000);
+      compiles.push_back({r.compile_us / 1000, r.file + conversion});
+      if (!r.tbm_us.empty())
+        slow_masks.push_back(
+            {*std::max_element(r.tbm_us.begin(), r.tbm_us.end()), r.file});
+      if (!r.compile_error.empty()) {
+        ++error_codes[r.compile_code];
+        compile_errors.push_back(r.file + ": " + r.compile_error);
+      }
+      for (const std::string& d : r.invalidations)
+        invalidations.push_back(r.file + ": " + d);
+      for (const std::string& d : r.validations)
+        validations.push_back(r.file + ": " + d);
+    }
+    std::string split_name = name.substr(0, name.size() - 9);
+    PrintRow(split_name, split);
+    std::fflush(stdout);
+    total.Merge(split);
+  }
+  PrintRow("TOTAL", total);
+
+  std::sort(compiles.rbegin(), compiles.rend());
+  std::printf("\nSlowest compiles (conversion + compile):\n");
+  for (size_t i = 0; i < compiles.size() && i < 10; ++i)
+    std::printf("  %9.1f ms  %.300s\n", compiles[i].first,
+                compiles[i].second.c_str());
+  std::sort(slow_masks.rbegin(), slow_masks.rend());
+  std::printf("\nSlowest masks (the case's largest TBM):\n");
+  for (size_t i = 0; i < slow_masks.size() && i < 10; ++i)
+    std::printf("  %9.1f us  %s\n", slow_masks[i].first,
+                slow_masks[i].second.c_str());
+  std::printf("\nCompile errors by code:");
+  for (const auto& [code, n] : error_codes)
+    std::printf(" %s=%d", absl::StatusCodeToString(code).c_str(), n);
+  std::printf("\nCompile errors (%zu; first 20):\n", compile_errors.size());
+  for (size_t i = 0; i < compile_errors.size() && i < 20; ++i)
+    std::printf("  %.300s\n", compile_errors[i].c_str());
+  std::printf("\nInvalidation errors (%zu instances; first 20):\n",
+              invalidations.size());
+  for (size_t i = 0; i < invalidations.size() && i < 20; ++i)
+    std::printf("  %.300s\n", invalidations[i].c_str());
+  std::printf("\nValidation errors (%zu instances; first 20):\n",
+              validations.size());
+  for (size_t i = 0; i < validations.size() && i < 20; ++i)
+    std::printf("  %.300s\n", validations[i].c_str());
+
+  std::printf(
+      "TOTAL cases=%d passing=%d compile_error=%d validation_error=%d "
+      "invalidation_error=%d tbm_mean_us=%.1f tbm_p50_us=%.1f tbm_p99_us=%.1f "
+      "tbm_max_us=%.1f ttfm_p50_us=%.0f ttfm_p99_us=%.0f ttfm_max_us=%.0f\n",
+      total.cases, total.passing, total.compile_error, total.validation_error,
+      total.invalidation_error, total.TbmMean(), At(total.tbm, 50),
+      At(total.tbm, 99), total.tbm.empty() ? 0.0 : total.tbm.back(),
+      At(total.ttfm, 50), At(total.ttfm, 99),
+      total.ttfm.empty() ? 0.0 : total.ttfm.back());
+  return 0;
+}
+
+}  // namespace
+}  // namespace grammard::conformance
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return grammard::conformance::Run();
+}
