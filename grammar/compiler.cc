@@ -233,8 +233,14 @@ absl::StatusOr<CompiledGrammar> GrammarCompiler::Compile(
   if (absl::Status s = nfa.PruneUnproductive(g.root); !s.ok()) return s;
   auto pda = nfa.Determinize(g.root, options.max_states);
   if (!pda.ok()) return pda.status();
-  return CompiledGrammar(
-      std::make_shared<internal::GrammarData>(index_, *std::move(pda)));
+  auto data = std::make_shared<internal::GrammarData>(index_, *std::move(pda),
+                                                      options.deadline);
+  if (data->table.timed_out()) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("compiling took longer than its deadline (",
+                     data->pda.num_states(), " automaton states)"));
+  }
+  return CompiledGrammar(std::move(data));
 }
 
 }  // namespace grammard::grammar

@@ -16,6 +16,7 @@
 #ifndef GRAMMARD_GRAMMAR_COMPILER_H_
 #define GRAMMARD_GRAMMAR_COMPILER_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string_view>
@@ -35,6 +36,10 @@ struct CompileOptions {
   // Automaton states over all rules; past it compiling fails with
   // ResourceExhausted instead of using unbounded time and memory.
   int32_t max_states = 100000;
+  // Past this instant compiling stops with DeadlineExceeded (checked
+  // between automaton states, so it overruns by at most one state's work).
+  std::chrono::steady_clock::time_point deadline =
+      std::chrono::steady_clock::time_point::max();
 };
 
 class GrammarCompiler {

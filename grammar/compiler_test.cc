@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 
+#include <chrono>
 #include <fstream>
 #include <random>
 #include <set>
@@ -386,6 +387,10 @@ TEST(CompilerTest, ErrorsNameTheProblem) {
             std::string::npos);
   auto backref = compiler.CompileRegex("(a)\\1");
   ASSERT_FALSE(backref.ok());
+  CompileOptions late;
+  late.deadline = std::chrono::steady_clock::now();
+  auto expired = compiler.CompileEbnf(R"(root ::= "a"+)", "root", late);
+  EXPECT_EQ(expired.status().code(), absl::StatusCode::kDeadlineExceeded);
   // The classic exponential determinization: the 13th byte from the end.
   auto big = compiler.CompileRegex("[ab]*a[ab]{12}", {500});
   ASSERT_FALSE(big.ok());

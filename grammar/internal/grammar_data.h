@@ -5,6 +5,7 @@
 #ifndef GRAMMARD_GRAMMAR_INTERNAL_GRAMMAR_DATA_H_
 #define GRAMMARD_GRAMMAR_INTERNAL_GRAMMAR_DATA_H_
 
+#include <chrono>
 #include <memory>
 
 #include "grammar/internal/pda.h"
@@ -15,10 +16,12 @@
 namespace grammard::grammar::internal {
 
 struct GrammarData {
-  GrammarData(std::shared_ptr<const TokenIndex> index_in, Pda pda_in)
+  GrammarData(std::shared_ptr<const TokenIndex> index_in, Pda pda_in,
+              std::chrono::steady_clock::time_point deadline =
+                  std::chrono::steady_clock::time_point::max())
       : index(std::move(index_in)),
         pda(std::move(pda_in)),
-        table(pda, *index) {}
+        table(pda, *index, deadline) {}
 
   std::shared_ptr<const TokenIndex> index;
   Pda pda;

@@ -496,7 +496,8 @@ std::vector<int32_t> ShareGroups(const Pda& pda, int32_t max_len) {
 
 }  // namespace
 
-TokenTable::TokenTable(const Pda& pda, const TokenIndex& index) {
+TokenTable::TokenTable(const Pda& pda, const TokenIndex& index,
+                       std::chrono::steady_clock::time_point deadline) {
   slot_.assign(pda.num_states(), -1);
   int32_t max_len = 0;
   for (int32_t i = 0; i < index.size(); ++i) {
@@ -506,6 +507,10 @@ TokenTable::TokenTable(const Pda& pda, const TokenIndex& index) {
   std::map<int32_t, int32_t> group_slot;
   for (int32_t s = 0; s < pda.num_states(); ++s) {
     if (!pda.HasBytes(s)) continue;
+    if (std::chrono::steady_clock::now() > deadline) {
+      timed_out_ = true;
+      return;
+    }
     if (group[s] >= 0) {
       auto it = group_slot.find(group[s]);
       if (it != group_slot.end()) {
@@ -521,6 +526,10 @@ TokenTable::TokenTable(const Pda& pda, const TokenIndex& index) {
     int budget = kMaxContextsPerState;
     for (int32_t r : pda.ReturnStates(pda.StateRule(s))) {
       if (--budget < 0) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        timed_out_ = true;
+        return;
+      }
       t.contexts.push_back(
           ClassifyInContext(pda, index, s, {r}, t.uncertain, &budget));
     }

@@ -22,6 +22,7 @@
 #ifndef GRAMMARD_GRAMMAR_INTERNAL_TOKEN_TABLE_H_
 #define GRAMMARD_GRAMMAR_INTERNAL_TOKEN_TABLE_H_
 
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -78,7 +79,13 @@ struct StateTokens {
 
 class TokenTable {
  public:
-  TokenTable(const Pda& pda, const TokenIndex& index);
+  // Past `deadline` building stops and timed_out() says so; the table is
+  // then incomplete and must not be used.
+  TokenTable(const Pda& pda, const TokenIndex& index,
+             std::chrono::steady_clock::time_point deadline =
+                 std::chrono::steady_clock::time_point::max());
+
+  bool timed_out() const { return timed_out_; }
 
   // Null for states that read no byte.
   const StateTokens* For(int32_t state) const {
@@ -91,6 +98,7 @@ class TokenTable {
  private:
   std::vector<int32_t> slot_;
   std::vector<StateTokens> tables_;
+  bool timed_out_ = false;
 };
 
 // Classifies every token of `index` for `state`, with contexts (exposed for

@@ -63,7 +63,8 @@ ABSL_FLAG(int, limit, 0, "At most this many cases per split (0: all).");
 ABSL_FLAG(int, threads, 2, "Cases run in parallel on this many threads.");
 ABSL_FLAG(std::string, property_order, "as_written",
           "Member order of objects: as_written, required_first or any.");
-ABSL_FLAG(double, deadline_s, 10, "Schema conversion deadline in seconds.");
+ABSL_FLAG(double, deadline_s, 10,
+          "Deadline in seconds for converting and compiling one schema.");
 
 namespace grammard::conformance {
 namespace {
@@ -133,10 +134,13 @@ CaseResult RunCase(const grammar::GrammarCompiler& compiler,
   absl::StatusOr<CompiledGrammar> g = absl::UnknownError("not compiled");
   auto converted = grammar::JsonSchemaToGrammar(c["schema"].dump(), options);
   r.convert_us = Micros(Clock::now() - t0);
-  if (converted.ok())
-    g = compiler.Compile(converted->grammar);
-  else
+  if (converted.ok()) {
+    grammar::CompileOptions compile_options;
+    compile_options.deadline = options.deadline;  // one budget for both
+    g = compiler.Compile(converted->grammar, compile_options);
+  } else {
     g = converted.status();
+  }
   r.compile_us = Micros(Clock::now() - t0);
   if (!g.ok()) {
     r.outcome = Outcome::kCompileError;
