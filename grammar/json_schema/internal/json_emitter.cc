@@ -42,6 +42,18 @@ std::string Sanitize(std::string_view hint) {
   return collapsed;
 }
 
+// Characters a JSON string holds as they are: all but controls, the quote
+// and the backslash.
+std::vector<CharRange> RawStringRanges() {
+  return {{0x20, 0x21}, {0x23, 0x5B}, {0x5D, kMaxCodepoint}};
+}
+
+// What may follow a backslash on its own: `\"`, `\\`, `\/`, `\b`, ...
+std::vector<CharRange> SimpleEscapeRanges() {
+  return {{'"', '"'}, {'\\', '\\'}, {'/', '/'}, {'b', 'b'},
+          {'f', 'f'}, {'n', 'n'},   {'r', 'r'}, {'t', 't'}};
+}
+
 std::vector<CharRange> HexRanges() {
   return {{'0', '9'}, {'A', 'F'}, {'a', 'f'}};
 }
@@ -186,18 +198,10 @@ int32_t JsonEmitter::KeySeparator() {
 
 int32_t JsonEmitter::AnyString() {
   if (string_rule_ < 0) {
-    int32_t raw =
-        g_.AddCharClass({{0x20, 0x21}, {0x23, 0x5B}, {0x5D, kMaxCodepoint}});
+    int32_t raw = g_.AddCharClass(RawStringRanges());
     int32_t hex = g_.AddCharClass(HexRanges());
     int32_t escape =
-        Seq({Bytes("\\"), Alt({g_.AddCharClass({{'"', '"'},
-                                                {'\\', '\\'},
-                                                {'/', '/'},
-                                                {'b', 'b'},
-                                                {'f', 'f'},
-                                                {'n', 'n'},
-                                                {'r', 'r'},
-                                                {'t', 't'}}),
+        Seq({Bytes("\\"), Alt({g_.AddCharClass(SimpleEscapeRanges()),
                                Seq({Bytes("u"), g_.AddRepeat(hex, 4, 4)})})});
     string_rule_ = NewRule(
         "string",
@@ -304,8 +308,7 @@ int32_t JsonEmitter::Hex4NonSurrogate() {
 
 int32_t JsonEmitter::CountedChar() {
   if (counted_char_rule_ < 0) {
-    int32_t raw =
-        g_.AddCharClass({{0x20, 0x21}, {0x23, 0x5B}, {0x5D, kMaxCodepoint}});
+    int32_t raw = g_.AddCharClass(RawStringRanges());
     int32_t hex = g_.AddCharClass(HexRanges());
     int32_t high = Seq({Bytes("\\u"), g_.AddCharClass({{'D', 'D'}, {'d', 'd'}}),
                         g_.AddCharClass({{'8', '9'}, {'A', 'B'}, {'a', 'b'}}),
@@ -315,15 +318,7 @@ int32_t JsonEmitter::CountedChar() {
                        g_.AddRepeat(hex, 2, 2)});
     counted_char_rule_ = NewRule(
         "char",
-        Alt({raw,
-             Seq({Bytes("\\"), g_.AddCharClass({{'"', '"'},
-                                                {'\\', '\\'},
-                                                {'/', '/'},
-                                                {'b', 'b'},
-                                                {'f', 'f'},
-                                                {'n', 'n'},
-                                                {'r', 'r'},
-                                                {'t', 't'}})}),
+        Alt({raw, Seq({Bytes("\\"), g_.AddCharClass(SimpleEscapeRanges())}),
              Seq({Bytes("\\u"), Hex4NonSurrogate()}), Seq({high, low})}));
   }
   return Ref(counted_char_rule_);
