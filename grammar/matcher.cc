@@ -157,7 +157,16 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
       ctx = ctx->Context(pool_[caller].state);
     }
     if (ctx != nullptr && (pending->empty() || caller == kBottom)) continue;
-    stepper_.ReadSorted(&pool_, it, it + 1, vocab, *pending, row);
+    // Only those not allowed already.
+    reading_.clear();
+    for (int32_t id : *pending) {
+      if (!(row[id >> 5] & (1u << (id & 31)))) reading_.push_back(id);
+    }
+    stepper_.ReadSorted(
+        &pool_, it, it + 1, vocab, reading_,
+        [row](int32_t id, const internal::Stepper::TokenReach& r) {
+          if (r.readable()) row[id >> 5] |= 1u << (id & 31);
+        });
   }
   if (CanTerminate()) set_eos();
 }

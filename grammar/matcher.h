@@ -124,6 +124,7 @@ class GrammarMatcher {
   bool terminated_ = false;
   std::vector<int32_t> tmp_a_, tmp_b_;
   std::vector<int32_t> states_;
+  std::vector<int32_t> reading_;  // stack-dependent tokens to read
 };
 
 // Fills the mask rows of a batch: row i, at masks + i * stride_words, for

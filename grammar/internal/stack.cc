@@ -215,50 +215,46 @@ bool Stepper::CanRead(StackPool* pool, const int32_t* begin, const int32_t* end,
   return ok;
 }
 
-void Stepper::ReadSorted(StackPool* pool, const int32_t* begin,
-                         const int32_t* end, const Vocabulary& vocab,
-                         const std::vector<int32_t>& ids, uint32_t* row) {
+void Stepper::ReadSorted(
+    StackPool* pool, const int32_t* begin, const int32_t* end,
+    const Vocabulary& vocab, const std::vector<int32_t>& ids,
+    const std::function<void(int32_t, const TokenReach&)>& visit) {
   const size_t mark = pool->size();
   sorted_sets_.assign(begin, end);
-  sorted_levels_.assign(1, {0, mark, {}});
+  sorted_levels_.assign(1, {0, mark, {}, false});
   std::string_view prev;  // the token the levels were computed for
   for (int32_t id : ids) {
-    if (row[id >> 5] & (1u << (id & 31))) continue;
     const std::string_view bytes = vocab.bytes(id);
-    if (bytes.empty()) continue;
     // Levels up to the shared prefix stay; deeper ones are dropped.
     size_t keep = 0;
     const size_t limit =
         std::min({prev.size(), bytes.size(), sorted_levels_.size() - 1});
     while (keep < limit && prev[keep] == bytes[keep]) ++keep;
-    if (keep < sorted_levels_.size() - 1) {
+    if (keep + 1 < sorted_levels_.size()) {
       pool->Truncate(sorted_levels_[keep + 1].pool_size);
       sorted_sets_.resize(sorted_levels_[keep + 1].sets_begin);
       sorted_levels_.resize(keep + 1);
     }
     prev = bytes;
-    bool alive = true;
-    for (size_t d = keep; d < bytes.size(); ++d) {
-      const size_t from = sorted_levels_[d].sets_begin;
+    // Step on while the sets live; a token whose prefix died stops there.
+    while (sorted_levels_.size() <= bytes.size() &&
+           sorted_levels_.back().sets_begin < sorted_sets_.size()) {
+      const size_t from = sorted_levels_.back().sets_begin;
       const size_t from_end = sorted_sets_.size();
-      if (from == from_end) {  // the prefix already died
-        alive = false;
-        break;
-      }
-      SortedLevel level{from_end, pool->size(), {}};
+      SortedLevel level{
+          from_end, pool->size(), {}, sorted_levels_.back().escaped};
       buf_b_.clear();
       level.flags =
           Step(pool, sorted_sets_.data() + from, sorted_sets_.data() + from_end,
-               static_cast<uint8_t>(bytes[d]), &buf_b_);
+               static_cast<uint8_t>(bytes[sorted_levels_.size() - 1]), &buf_b_);
+      level.escaped |= level.flags.open;
       sorted_sets_.insert(sorted_sets_.end(), buf_b_.begin(), buf_b_.end());
       sorted_levels_.push_back(level);
     }
-    if (!alive) continue;
     const SortedLevel& last = sorted_levels_.back();
-    if (last.sets_begin < sorted_sets_.size() || last.flags.bottom ||
-        last.flags.open) {
-      row[id >> 5] |= 1u << (id & 31);
-    }
+    visit(id,
+          {sorted_levels_.size() - 1 == bytes.size(),
+           last.sets_begin < sorted_sets_.size(), last.flags, last.escaped});
   }
   pool->Truncate(mark);
 }

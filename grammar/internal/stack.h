@@ -21,6 +21,7 @@
 #define GRAMMARD_GRAMMAR_INTERNAL_STACK_H_
 
 #include <cstdint>
+#include <functional>
 #include <string_view>
 #include <vector>
 
@@ -137,13 +138,25 @@ class Stepper {
   bool CanRead(StackPool* pool, const int32_t* begin, const int32_t* end,
                std::string_view bytes);
 
-  // CanRead for each of `ids`, whose bytes (in `vocab`) must come in
-  // ascending order so that tokens sharing a prefix share its steps: sets
-  // the bit of each readable id in `row`, skipping ids already set. Leaves
-  // the pool as it found it.
+  // How far a token's bytes got from a scan set (see ReadSorted).
+  struct TokenReach {
+    bool read_all;    // every byte was stepped (else a prefix died first)
+    bool alive;       // scan nodes remain after the last byte stepped
+    CloseFlags last;  // what the last step reached besides scan nodes
+    bool escaped;     // some step reached kOpen
+    // What CanRead answers: all read, with a way to go on or to end.
+    bool readable() const {
+      return read_all && (alive || last.bottom || last.open);
+    }
+  };
+
+  // Reads each of `ids` from the scan set [begin, end) and calls
+  // visit(id, reach). Their bytes (in `vocab`) must come in ascending order
+  // so that tokens sharing a prefix share its steps. Leaves the pool as it
+  // found it.
   void ReadSorted(StackPool* pool, const int32_t* begin, const int32_t* end,
                   const Vocabulary& vocab, const std::vector<int32_t>& ids,
-                  uint32_t* row);
+                  const std::function<void(int32_t, const TokenReach&)>& visit);
 
  private:
   // Appends the closure of `seed` when it is a plain chain (see ChainMemo),
@@ -170,6 +183,7 @@ class Stepper {
     size_t sets_begin;  // into sorted_sets_
     size_t pool_size;   // before the level's step
     CloseFlags flags;   // what the step reached besides scan nodes
+    bool escaped;       // some step up to this one reached kOpen
   };
   std::vector<SortedLevel> sorted_levels_;
   std::vector<int32_t> sorted_sets_;

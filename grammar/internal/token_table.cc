@@ -304,57 +304,17 @@ ContextTokens ClassifyInContext(const Pda& pda, const TokenIndex& index,
   for (auto it = chain.rbegin(); it != chain.rend(); ++it)
     below = pool.Add(*it, below);
   const int32_t top = pool.Add(state, below);
-  // Tokens come in byte order, so each shares a prefix with the one before:
-  // levels[d] holds the sets after its first d bytes and what the steps so
-  // far reached, and only the bytes past the shared prefix are stepped.
-  struct Prefix {
-    size_t sets_begin;  // into sets
-    size_t pool_size;   // before this level's step
-    CloseFlags flags;   // reached by this level's step
-    bool escaped;       // some step up to this one left the rule below
-  };
-  std::vector<Prefix> levels{{0, pool.size(), {}, false}};
-  std::vector<int32_t> sets{top}, next;
-  std::string_view prev;
-  for (int32_t id : uncertain) {
-    const std::string_view bytes = index.vocab().bytes(id);
-    size_t keep = 0;
-    const size_t limit =
-        std::min({prev.size(), bytes.size(), levels.size() - 1});
-    while (keep < limit && prev[keep] == bytes[keep]) ++keep;
-    if (keep + 1 < levels.size()) {
-      pool.Truncate(levels[keep + 1].pool_size);
-      sets.resize(levels[keep + 1].sets_begin);
-      levels.resize(keep + 1);
-    }
-    prev = bytes;
-    // Step on while the sets live; a token whose prefix died stops there.
-    while (levels.size() <= bytes.size() &&
-           levels.back().sets_begin < sets.size()) {
-      const size_t from = levels.back().sets_begin, from_end = sets.size();
-      Prefix level{from_end, pool.size(), {}, levels.back().escaped};
-      next.clear();
-      level.flags =
-          stepper.Step(&pool, sets.data() + from, sets.data() + from_end,
-                       static_cast<uint8_t>(bytes[levels.size() - 1]), &next);
-      level.escaped |= level.flags.open;
-      sets.insert(sets.end(), next.begin(), next.end());
-      levels.push_back(level);
-    }
-    const size_t depth = levels.size() - 1;  // bytes read, at most all
-    const bool alive = levels.back().sets_begin < sets.size();
-    // Leaving on the last byte ends the token in the caller below; leaving
-    // earlier leaves bytes for it.
-    const bool ended = depth == bytes.size() &&
-                       (levels.back().flags.open || levels.back().flags.bottom);
-    // (Leaving on the last byte counts as ended, which settles it anyway.)
-    const bool escaped = levels.back().escaped;
-    if ((alive && depth == bytes.size()) || ended) {
-      accepted.push_back(id);
-    } else if (escaped) {
-      out.uncertain.push_back(id);
-    }
-  }
+  stepper.ReadSorted(&pool, &top, &top + 1, index.vocab(), uncertain,
+                     [&](int32_t id, const Stepper::TokenReach& r) {
+                       // Leaving on the last byte ends the token in the callers
+                       // below (readable); leaving earlier leaves bytes for
+                       // them.
+                       if (r.readable()) {
+                         accepted.push_back(id);
+                       } else if (r.escaped) {
+                         out.uncertain.push_back(id);
+                       }
+                     });
   out.accepted =
       TokenSet::FromIds(std::move(accepted), (index.vocab().size() + 31) / 32);
   if (out.uncertain.empty() ||
