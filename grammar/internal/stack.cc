@@ -1,6 +1,7 @@
 #include "grammar/internal/stack.h"
 
 #include <algorithm>
+#include <string_view>
 
 namespace grammard::grammar::internal {
 
@@ -198,23 +199,6 @@ CloseFlags Stepper::Step(StackPool* pool, const int32_t* begin,
   return Close(pool, seeds_.data(), seeds_.size(), scan);
 }
 
-bool Stepper::CanRead(StackPool* pool, const int32_t* begin, const int32_t* end,
-                      std::string_view bytes) {
-  const size_t mark = pool->size();
-  buf_a_.assign(begin, end);
-  bool ok = begin != end;
-  for (size_t i = 0; ok && i < bytes.size(); ++i) {
-    buf_b_.clear();
-    CloseFlags flags = Step(pool, buf_a_.data(), buf_a_.data() + buf_a_.size(),
-                            static_cast<uint8_t>(bytes[i]), &buf_b_);
-    bool last = i + 1 == bytes.size();
-    ok = !buf_b_.empty() || (last && (flags.bottom || flags.open));
-    buf_a_.swap(buf_b_);
-  }
-  pool->Truncate(mark);
-  return ok;
-}
-
 void Stepper::ReadSorted(
     StackPool* pool, const int32_t* begin, const int32_t* end,
     const Vocabulary& vocab, const std::vector<int32_t>& ids,
@@ -243,12 +227,13 @@ void Stepper::ReadSorted(
       const size_t from_end = sorted_sets_.size();
       SortedLevel level{
           from_end, pool->size(), {}, sorted_levels_.back().escaped};
-      buf_b_.clear();
-      level.flags =
-          Step(pool, sorted_sets_.data() + from, sorted_sets_.data() + from_end,
-               static_cast<uint8_t>(bytes[sorted_levels_.size() - 1]), &buf_b_);
+      step_out_.clear();
+      level.flags = Step(
+          pool, sorted_sets_.data() + from, sorted_sets_.data() + from_end,
+          static_cast<uint8_t>(bytes[sorted_levels_.size() - 1]), &step_out_);
       level.escaped |= level.flags.open;
-      sorted_sets_.insert(sorted_sets_.end(), buf_b_.begin(), buf_b_.end());
+      sorted_sets_.insert(sorted_sets_.end(), step_out_.begin(),
+                          step_out_.end());
       sorted_levels_.push_back(level);
     }
     const SortedLevel& last = sorted_levels_.back();

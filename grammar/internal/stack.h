@@ -22,7 +22,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <string_view>
 #include <vector>
 
 #include "grammar/internal/pda.h"
@@ -132,19 +131,14 @@ class Stepper {
   CloseFlags Step(StackPool* pool, const int32_t* begin, const int32_t* end,
                   uint8_t byte, std::vector<int32_t>* scan);
 
-  // Whether `bytes` can be read from the scan set `start` (the whole of it
-  // consumed with at least one way to go on, or with the text able to end).
-  // Leaves the pool as it found it.
-  bool CanRead(StackPool* pool, const int32_t* begin, const int32_t* end,
-               std::string_view bytes);
-
   // How far a token's bytes got from a scan set (see ReadSorted).
   struct TokenReach {
     bool read_all;    // every byte was stepped (else a prefix died first)
     bool alive;       // scan nodes remain after the last byte stepped
     CloseFlags last;  // what the last step reached besides scan nodes
     bool escaped;     // some step reached kOpen
-    // What CanRead answers: all read, with a way to go on or to end.
+    // Whether the token can be read: all of it consumed with a way to go
+    // on, or with the text (or the frame) able to end.
     bool readable() const {
       return read_all && (alive || last.bottom || last.open);
     }
@@ -177,7 +171,7 @@ class Stepper {
     int32_t same;  // the moving node when it loops to its own state, or -1
   };
   std::vector<Move> moves_;
-  std::vector<int32_t> buf_a_, buf_b_;
+  std::vector<int32_t> step_out_;  // ReadSorted's step results
   // ReadSorted's levels: the sets after each byte of the last token read.
   struct SortedLevel {
     size_t sets_begin;  // into sorted_sets_
