@@ -341,13 +341,19 @@ const ContextTokens* StateTokens::Context(int32_t return_state) const {
   return FindContext(contexts, return_state);
 }
 
+namespace {
+
+// Setting a bit per id costs about as much as merging a few words, so ids
+// win while they are fewer than a quarter of the words.
+bool IdsAreCheaper(int64_t count, int64_t words) { return count * 4 < words; }
+
+}  // namespace
+
 TokenSet TokenSet::FromBits(std::vector<uint32_t> bits) {
-  // Setting a bit per id costs about as much as merging a few words, so
-  // ids win while they are fewer than a quarter of the words.
   TokenSet set;
   int64_t count = 0;
   for (uint32_t w : bits) count += __builtin_popcount(w);
-  if (count * 4 >= static_cast<int64_t>(bits.size())) {
+  if (!IdsAreCheaper(count, static_cast<int64_t>(bits.size()))) {
     set.bits_ = std::move(bits);
     return set;
   }
@@ -361,7 +367,7 @@ TokenSet TokenSet::FromBits(std::vector<uint32_t> bits) {
 
 TokenSet TokenSet::FromIds(std::vector<int32_t> ids, int32_t words) {
   TokenSet set;
-  if (static_cast<int64_t>(ids.size()) * 4 < words) {
+  if (IdsAreCheaper(static_cast<int64_t>(ids.size()), words)) {
     set.ids_ = std::move(ids);
     return set;
   }
