@@ -18,6 +18,10 @@ namespace internal {
 struct GrammarData;
 }
 
+// Changes whenever the same grammar and vocabulary could compile to different
+// masks; caches of compiled grammars key on it.
+inline constexpr char kEngineVersion[] = "grammard-engine-1";
+
 class CompiledGrammar {
  public:
   explicit CompiledGrammar(std::shared_ptr<const internal::GrammarData> data)

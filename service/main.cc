@@ -1,60 +1,158 @@
-// grammard: the constrained-decoding daemon. For now it loads the tokenizers
-// named by --tokenizer_dir (one sub-folder each, holding tokenizer.json and
-// tokenizer_config.json) and prints what it loaded; the gRPC service comes
-// with the service issue.
-#include <dirent.h>
+// grammard: the constrained-decoding daemon. Loads the tokenizers under
+// --tokenizer_dir, serves grammard.v1.Grammard, grpc.health.v1 and server
+// reflection on --listen and Prometheus metrics on --metrics_listen. SIGTERM
+// or SIGINT: stop accepting, let each stream finish its current step, stop.
+#include <signal.h>
 
-#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <memory>
 #include <string>
-#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "grammar/vocabulary.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+#include "service/compile_pool.h"
+#include "service/grammar_cache.h"
+#include "service/grammard_service.h"
+#include "service/metrics/metrics_server.h"
+#include "service/service_metrics.h"
+#include "service/tokenizer_registry.h"
 
-ABSL_FLAG(
-    std::string, tokenizer_dir, ".deps/tokenizers",
-    "Folder of tokenizers: one sub-folder per tokenizer, named after it.");
+ABSL_FLAG(std::string, listen, "0.0.0.0:50051",
+          "gRPC address; port 0 picks a free port (see --port_file).");
+ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:9464",
+          "HTTP address of /metrics; empty to serve no metrics.");
+ABSL_FLAG(std::string, port_file, "",
+          "If set, write \"grpc=<port> metrics=<port>\" here once serving.");
+ABSL_FLAG(std::string, tokenizer_dir, ".deps/tokenizers",
+          "Folder of tokenizers: one sub-folder per tokenizer, named after it, "
+          "holding tokenizer.json and tokenizer_config.json.");
+ABSL_FLAG(int, compile_threads, 2, "Threads compiling grammars.");
+ABSL_FLAG(int, compile_queue, 256,
+          "Compiles that may wait for a thread; more are RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int, compile_timeout_ms, 30000,
+          "Per-compile deadline; past it the compile stops, nothing cached.");
+ABSL_FLAG(int, max_grammar_states, 100000,
+          "Automaton states one grammar may have (RESOURCE_EXHAUSTED past).");
+ABSL_FLAG(int, fill_threads, 2, "Threads filling the mask rows of one step.");
+ABSL_FLAG(int64_t, cache_bytes, int64_t{1} << 30,
+          "Budget of the compiled-grammar cache, in bytes.");
+ABSL_FLAG(int, max_sequences_per_stream, 4096,
+          "Open sequences one Decode stream may hold.");
+ABSL_FLAG(int, max_message_bytes, 64 << 20,
+          "Largest gRPC message (tokenizer uploads are the big ones).");
+ABSL_FLAG(int, shutdown_grace_ms, 5000,
+          "On SIGTERM, how long in-flight calls may take before cancelled.");
 
 namespace {
 
-std::vector<std::string> SubFolders(const std::string& dir) {
-  std::vector<std::string> names;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      std::string name = e->d_name;
-      if (name != "." && name != ".." && e->d_type == DT_DIR)
-        names.push_back(name);
-    }
-    closedir(d);
+using grammard::service::CompilePool;
+using grammard::service::GrammarCache;
+using grammard::service::GrammardService;
+using grammard::service::ServiceMetrics;
+using grammard::service::ServiceOptions;
+using grammard::service::TokenizerRegistry;
+
+int Run() {
+  TokenizerRegistry tokenizers;
+  const std::string dir = absl::GetFlag(FLAGS_tokenizer_dir);
+  if (absl::Status s = tokenizers.LoadDirectory(dir); !s.ok()) {
+    std::fprintf(stderr, "grammard: %s (run tools/setup.sh)\n",
+                 s.ToString().c_str());
+    return 1;
   }
-  std::sort(names.begin(), names.end());
-  return names;
+  for (const auto& [name, entry] : tokenizers.List()) {
+    std::printf("grammard: tokenizer %s\n", entry->vocab->Summary().c_str());
+  }
+
+  grammard::metrics::Registry registry;
+  ServiceMetrics metrics(&registry);
+  GrammarCache cache(static_cast<size_t>(absl::GetFlag(FLAGS_cache_bytes)),
+                     &metrics);
+  CompilePool::Options pool_options;
+  pool_options.threads = absl::GetFlag(FLAGS_compile_threads);
+  pool_options.max_queue = absl::GetFlag(FLAGS_compile_queue);
+  pool_options.timeout =
+      std::chrono::milliseconds(absl::GetFlag(FLAGS_compile_timeout_ms));
+  pool_options.max_states = absl::GetFlag(FLAGS_max_grammar_states);
+  CompilePool compiles(pool_options, &cache, &metrics);
+  ServiceOptions service_options;
+  service_options.fill_threads = absl::GetFlag(FLAGS_fill_threads);
+  service_options.max_sequences_per_stream =
+      absl::GetFlag(FLAGS_max_sequences_per_stream);
+  GrammardService service(service_options, &tokenizers, &compiles, &metrics);
+
+  grammard::metrics::MetricsServer metrics_server(&registry);
+  const std::string metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  if (!metrics_listen.empty()) {
+    if (absl::Status s = metrics_server.Start(metrics_listen); !s.ok()) {
+      std::fprintf(stderr, "grammard: metrics on %s: %s\n",
+                   metrics_listen.c_str(), s.ToString().c_str());
+      return 1;
+    }
+  }
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int grpc_port = 0;
+  const std::string listen = absl::GetFlag(FLAGS_listen);
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(),
+                           &grpc_port);
+  builder.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
+  builder.SetMaxSendMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || grpc_port == 0) {
+    std::fprintf(stderr, "grammard: cannot listen on %s\n", listen.c_str());
+    return 1;
+  }
+  server->GetHealthCheckService()->SetServingStatus(true);
+  const std::string ports =
+      absl::StrCat("grpc=", grpc_port, " metrics=", metrics_server.port());
+  if (const std::string path = absl::GetFlag(FLAGS_port_file); !path.empty()) {
+    // Written whole under a temporary name, so a reader never sees half.
+    const std::string tmp = path + ".tmp";
+    std::ofstream(tmp) << ports << "\n";
+    std::rename(tmp.c_str(), path.c_str());
+  }
+  std::printf("grammard: serving %s\n", ports.c_str());
+  std::fflush(stdout);
+
+  // The signals were blocked in main, so every thread inherits the mask and
+  // only sigwait sees them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  int signal = 0;
+  sigwait(&signals, &signal);
+  std::printf("grammard: signal %d, shutting down\n", signal);
+  std::fflush(stdout);
+  server->GetHealthCheckService()->SetServingStatus(false);
+  service.BeginShutdown();
+  server->Shutdown(
+      std::chrono::system_clock::now() +
+      std::chrono::milliseconds(absl::GetFlag(FLAGS_shutdown_grace_ms)));
+  server->Wait();
+  metrics_server.Stop();
+  return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  const std::string dir = absl::GetFlag(FLAGS_tokenizer_dir);
-  std::vector<std::string> names = SubFolders(dir);
-  if (names.empty()) {
-    std::fprintf(stderr,
-                 "grammard: no tokenizers under %s (run tools/setup.sh)\n",
-                 dir.c_str());
-    return 1;
-  }
-  int failed = 0;
-  for (const std::string& name : names) {
-    auto vocab = grammard::grammar::Vocabulary::FromDirectory(dir + "/" + name,
-                                                              {name, {}, 0});
-    if (!vocab.ok()) {
-      std::fprintf(stderr, "grammard: %s\n", vocab.status().ToString().c_str());
-      ++failed;
-      continue;
-    }
-    std::printf("%s\n", (*vocab)->Summary().c_str());
-  }
-  return failed == 0 ? 0 : 1;
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return Run();
 }

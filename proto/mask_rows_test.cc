@@ -1,0 +1,84 @@
+#include "proto/mask_rows.h"
+
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace grammard::proto {
+namespace {
+
+using grammard::v1::MaskRow;
+
+std::vector<uint32_t> RandomRow(int32_t vocab, double density,
+                                std::mt19937* rng) {
+  std::vector<uint32_t> words((vocab + 31) / 32, 0);
+  std::bernoulli_distribution bit(density);
+  for (int32_t i = 0; i < vocab; ++i) {
+    if (bit(*rng)) words[i / 32] |= uint32_t{1} << (i % 32);
+  }
+  return words;
+}
+
+size_t BitmapBytes(const std::vector<uint32_t>& words) {
+  MaskRow row;
+  for (uint32_t w : words) row.mutable_bitmap()->add_words(w);
+  return row.ByteSizeLong();
+}
+
+TEST(MaskRows, RoundTripsAndIsNeverLargerThanTheBitmap) {
+  std::mt19937 rng(7);
+  for (int32_t vocab : {1, 31, 32, 33, 1000, 128256, 151669}) {
+    for (double density : {0.0, 0.0001, 0.01, 0.3, 0.5, 0.9, 0.999, 1.0}) {
+      std::vector<uint32_t> words = RandomRow(vocab, density, &rng);
+      MaskRow row;
+      EncodeMaskRow(words.data(), vocab, &row);
+      std::vector<uint32_t> back(words.size(), 0xdeadbeef);
+      ASSERT_TRUE(DecodeMaskRow(row, vocab, back.data()).ok());
+      EXPECT_EQ(back, words) << "vocab " << vocab << " density " << density;
+      EXPECT_LE(row.ByteSizeLong(), BitmapBytes(words));
+      if (density == 1.0) {
+        EXPECT_EQ(EncodingOf(row), MaskEncoding::kAllAllowed);
+      }
+    }
+  }
+}
+
+TEST(MaskRows, PicksIdListsForSparseAndDenseRows) {
+  const int32_t vocab = 128256;
+  std::vector<uint32_t> words((vocab + 31) / 32, 0);
+  words[0] = 0b101;
+  MaskRow sparse;
+  EncodeMaskRow(words.data(), vocab, &sparse);
+  EXPECT_EQ(EncodingOf(sparse), MaskEncoding::kAllowed);
+  EXPECT_EQ(sparse.allowed().ids_size(), 2);
+
+  for (auto& w : words) w = ~0u;
+  words[10] &= ~(uint32_t{1} << 3);
+  MaskRow dense;
+  EncodeMaskRow(words.data(), vocab, &dense);
+  ASSERT_EQ(EncodingOf(dense), MaskEncoding::kForbidden);
+  ASSERT_EQ(dense.forbidden().ids_size(), 1);
+  EXPECT_EQ(dense.forbidden().ids(0), 10 * 32 + 3);
+}
+
+TEST(MaskRows, RejectsMalformedRows) {
+  std::vector<uint32_t> words(4);
+  MaskRow empty;
+  EXPECT_EQ(DecodeMaskRow(empty, 100, words.data()).code(),
+            absl::StatusCode::kInvalidArgument);
+  MaskRow out_of_range;
+  out_of_range.mutable_allowed()->add_ids(100);
+  absl::Status s = DecodeMaskRow(out_of_range, 100, words.data());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("100"), std::string::npos);
+  MaskRow negative;
+  negative.mutable_forbidden()->add_ids(-1);
+  EXPECT_FALSE(DecodeMaskRow(negative, 100, words.data()).ok());
+  MaskRow short_bitmap;
+  short_bitmap.mutable_bitmap()->add_words(1);
+  EXPECT_FALSE(DecodeMaskRow(short_bitmap, 100, words.data()).ok());
+}
+
+}  // namespace
+}  // namespace grammard::proto

@@ -1,0 +1,206 @@
+#include "service/compile_pool.h"
+
+#include <openssl/evp.h>
+
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "service/constraint.h"
+
+namespace grammard::service {
+
+std::string GrammarId(std::string_view tokenizer_fingerprint,
+                      std::string_view canonical_constraint) {
+  std::string key = absl::StrCat(grammar::kEngineVersion, "\n");
+  key.append(tokenizer_fingerprint);
+  key += "\n";
+  key.append(canonical_constraint);
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(key.data(), key.size(), digest, &len, EVP_sha256(), nullptr);
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(digest), 16));
+}
+
+CompileJob::CompileJob(std::shared_ptr<const GrammarEntry> entry)
+    : id_(entry->id), entry_(std::move(entry)) {}
+
+std::shared_ptr<const GrammarEntry> CompileJob::result() const {
+  absl::MutexLock lock(&mu_);
+  return entry_;
+}
+
+std::shared_ptr<const GrammarEntry> CompileJob::WaitUntil(
+    std::chrono::steady_clock::time_point deadline) const {
+  absl::MutexLock lock(&mu_);
+  const absl::Time until =
+      deadline == std::chrono::steady_clock::time_point::max()
+          ? absl::InfiniteFuture()
+          : absl::Now() +
+                absl::FromChrono(deadline - std::chrono::steady_clock::now());
+  mu_.AwaitWithDeadline(absl::Condition(
+                            +[](const std::shared_ptr<const GrammarEntry>* e) {
+                              return *e != nullptr;
+                            },
+                            &entry_),
+                        until);
+  return entry_;
+}
+
+void CompileJob::OnDone(Listener listener) {
+  std::shared_ptr<const GrammarEntry> entry;
+  {
+    absl::MutexLock lock(&mu_);
+    if (entry_ == nullptr) {
+      listeners_.push_back(std::move(listener));
+      return;
+    }
+    entry = entry_;
+  }
+  listener(*entry);
+}
+
+void CompileJob::Finish(std::shared_ptr<const GrammarEntry> entry) {
+  std::vector<Listener> listeners;
+  {
+    absl::MutexLock lock(&mu_);
+    entry_ = entry;
+    listeners.swap(listeners_);
+  }
+  for (Listener& listener : listeners) listener(*entry);
+}
+
+CompilePool::CompilePool(const Options& options, GrammarCache* cache,
+                         ServiceMetrics* metrics)
+    : options_(options), cache_(cache), metrics_(metrics) {
+  for (int i = 0; i < std::max(1, options_.threads); ++i) {
+    threads_.emplace_back([this] { Work(); });
+  }
+}
+
+CompilePool::~CompilePool() {
+  std::deque<Task> dropped;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    dropped.swap(queue_);
+    for (const Task& task : dropped) in_flight_.erase(task.job->id());
+    metrics_->compile_queue_depth->Set(0);
+  }
+  for (Task& task : dropped) {
+    auto entry = std::make_shared<GrammarEntry>();
+    entry->id = task.job->id();
+    entry->status = absl::CancelledError("compile: the server is stopping");
+    task.job->Finish(std::move(entry));
+  }
+  for (std::thread& t : threads_) t.join();
+}
+
+absl::StatusOr<CompilePool::Submission> CompilePool::Submit(
+    std::shared_ptr<const TokenizerEntry> tokenizer,
+    const grammard::v1::Constraint& constraint) {
+  absl::StatusOr<std::string> canonical = CanonicalConstraint(constraint);
+  if (!canonical.ok()) return canonical.status();
+  const std::string id = GrammarId(tokenizer->vocab->fingerprint(), *canonical);
+  {
+    absl::MutexLock lock(&mu_);
+    auto running = in_flight_.find(id);
+    if (running != in_flight_.end()) return Submission{running->second, false};
+  }
+  if (auto entry = cache_->Find(id)) {
+    return Submission{std::make_shared<CompileJob>(std::move(entry)), true};
+  }
+  absl::MutexLock lock(&mu_);
+  // Another request may have queued it while the cache was consulted.
+  auto running = in_flight_.find(id);
+  if (running != in_flight_.end()) return Submission{running->second, false};
+  if (stopping_) {
+    return absl::UnavailableError("compile: the server is stopping");
+  }
+  if (static_cast<int>(queue_.size()) >= options_.max_queue) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("compile: the queue is full (", options_.max_queue,
+                     " compiles waiting); retry later"));
+  }
+  auto job = std::make_shared<CompileJob>(id);
+  in_flight_.emplace(id, job);
+  queue_.push_back(Task{job, std::move(tokenizer), constraint});
+  metrics_->compile_queue_depth->Set(static_cast<double>(queue_.size()));
+  return Submission{std::move(job), false};
+}
+
+std::shared_ptr<CompileJob> CompilePool::Find(const std::string& id) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto running = in_flight_.find(id);
+    if (running != in_flight_.end()) return running->second;
+  }
+  if (auto entry = cache_->Find(id)) {
+    return std::make_shared<CompileJob>(std::move(entry));
+  }
+  return nullptr;
+}
+
+void CompilePool::Work() {
+  for (;;) {
+    Task task;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](CompilePool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
+            return p->stopping_ || !p->queue_.empty();
+          },
+          this));
+      if (queue_.empty()) return;  // stopping
+      task = std::move(queue_.front());
+      queue_.pop_front();
+      metrics_->compile_queue_depth->Set(static_cast<double>(queue_.size()));
+    }
+    Run(task);
+  }
+}
+
+void CompilePool::Run(Task& task) {
+  metrics_->compiles_running->Add(1);
+  const auto start = std::chrono::steady_clock::now();
+  CompileLimits limits;
+  limits.deadline = start + options_.timeout;
+  limits.max_states = options_.max_states;
+  absl::StatusOr<CompiledConstraint> compiled =
+      CompileConstraint(*task.tokenizer->compiler, task.constraint, limits);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  metrics_->compiles_running->Add(-1);
+  metrics_->CompileSeconds(ConstraintKindName(task.constraint))
+      ->Observe(seconds);
+
+  auto entry = std::make_shared<GrammarEntry>();
+  entry->id = task.job->id();
+  entry->compile_seconds = seconds;
+  if (compiled.ok()) {
+    entry->grammar = std::move(compiled->grammar);
+    entry->dropped = std::move(compiled->dropped);
+  } else {
+    entry->status = compiled.status();
+    if (entry->status.code() == absl::StatusCode::kDeadlineExceeded) {
+      entry->status = absl::DeadlineExceededError(
+          absl::StrCat(entry->status.message(), " (compile deadline ",
+                       options_.timeout.count(), " ms)"));
+    }
+  }
+  // A deadline or cancellation says nothing about the grammar: the next
+  // request should try again rather than find this failure.
+  const bool cacheable =
+      entry->status.code() != absl::StatusCode::kDeadlineExceeded &&
+      entry->status.code() != absl::StatusCode::kCancelled;
+  if (cacheable) cache_->Insert(entry);
+  {
+    absl::MutexLock lock(&mu_);
+    in_flight_.erase(task.job->id());
+  }
+  task.job->Finish(std::move(entry));
+}
+
+}  // namespace grammard::service

@@ -1,0 +1,123 @@
+// CompilePool: compiles constraints on a bounded set of threads, once.
+//
+// Submit first looks in the cache; a miss joins the compile of the same
+// grammar already queued or running (single flight) or queues a new one.
+// Each compile runs under a deadline counted from its start: past it the
+// engine stops (DeadlineExceeded), the thread is free again, and nothing is
+// cached, so a later request compiles afresh. A full queue is
+// ResourceExhausted. Finished compiles go to the GrammarCache, failures
+// included unless a retry could succeed.
+//
+// Cost: Submit hashes the canonical constraint (SHA-256) and takes two
+// mutexes; compiles run on the pool's threads.
+// Thread-safety: every method may be called from any thread. Listeners run
+// on a compile thread (or the caller's, if already done) and must not block.
+#ifndef GRAMMARD_SERVICE_COMPILE_POOL_H_
+#define GRAMMARD_SERVICE_COMPILE_POOL_H_
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/grammard.pb.h"
+#include "service/grammar_cache.h"
+#include "service/service_metrics.h"
+#include "service/tokenizer_registry.h"
+
+namespace grammard::service {
+
+// The id of a grammar: a digest of engine version, tokenizer fingerprint and
+// canonical constraint (32 hex digits).
+std::string GrammarId(std::string_view tokenizer_fingerprint,
+                      std::string_view canonical_constraint);
+
+// One grammar being compiled, or compiled.
+class CompileJob {
+ public:
+  using Listener = std::function<void(const GrammarEntry&)>;
+
+  explicit CompileJob(std::string id) : id_(std::move(id)) {}
+  // A job that is already done.
+  explicit CompileJob(std::shared_ptr<const GrammarEntry> entry);
+
+  const std::string& id() const { return id_; }
+  // Null while compiling.
+  std::shared_ptr<const GrammarEntry> result() const;
+  // Blocks until done or `deadline`; null if still compiling then.
+  std::shared_ptr<const GrammarEntry> WaitUntil(
+      std::chrono::steady_clock::time_point deadline) const;
+  // Runs `listener` once the job is done (now, if it is).
+  void OnDone(Listener listener);
+
+ private:
+  friend class CompilePool;
+  void Finish(std::shared_ptr<const GrammarEntry> entry);
+
+  const std::string id_;
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const GrammarEntry> entry_ ABSL_GUARDED_BY(mu_);
+  std::vector<Listener> listeners_ ABSL_GUARDED_BY(mu_);
+};
+
+class CompilePool {
+ public:
+  struct Options {
+    int threads = 2;
+    // Compiles waiting for a thread; more is ResourceExhausted.
+    int max_queue = 256;
+    std::chrono::milliseconds timeout{30000};
+    int32_t max_states = 100000;
+  };
+
+  // `cache` and `metrics` must outlive the pool.
+  CompilePool(const Options& options, GrammarCache* cache,
+              ServiceMetrics* metrics);
+  // Fails queued compiles (Cancelled) and waits for running ones, which the
+  // engine finishes or abandons at their deadline.
+  ~CompilePool();
+
+  struct Submission {
+    std::shared_ptr<CompileJob> job;
+    bool cache_hit = false;
+  };
+  // InvalidArgument for a malformed constraint; ResourceExhausted when the
+  // queue is full.
+  absl::StatusOr<Submission> Submit(
+      std::shared_ptr<const TokenizerEntry> tokenizer,
+      const grammard::v1::Constraint& constraint);
+
+  // A grammar by id, queued, running or cached; null if unknown.
+  std::shared_ptr<CompileJob> Find(const std::string& id);
+
+ private:
+  struct Task {
+    std::shared_ptr<CompileJob> job;
+    std::shared_ptr<const TokenizerEntry> tokenizer;
+    grammard::v1::Constraint constraint;
+  };
+
+  void Work();
+  void Run(Task& task);
+
+  const Options options_;
+  GrammarCache* const cache_;
+  ServiceMetrics* const metrics_;
+  absl::Mutex mu_;
+  std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
+  std::unordered_map<std::string, std::shared_ptr<CompileJob>> in_flight_
+      ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace grammard::service
+
+#endif  // GRAMMARD_SERVICE_COMPILE_POOL_H_

@@ -1,0 +1,214 @@
+#include "service/constraint.h"
+
+#include <algorithm>
+#include <string_view>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "grammar/constraints/choice.h"
+#include "grammar/constraints/structural_tag.h"
+#include "nlohmann/json.hpp"
+
+namespace grammard::service {
+namespace {
+
+using grammard::v1::Constraint;
+using grammard::v1::JsonOptions;
+using Json = nlohmann::ordered_json;
+
+// Sorts object keys everywhere except directly under "properties".
+Json Canonical(const Json& value, bool keep_order) {
+  if (value.is_array()) {
+    Json out = Json::array();
+    for (const Json& item : value) out.push_back(Canonical(item, false));
+    return out;
+  }
+  if (!value.is_object()) return value;
+  std::vector<std::pair<std::string, const Json*>> members;
+  for (auto it = value.begin(); it != value.end(); ++it) {
+    members.emplace_back(it.key(), &it.value());
+  }
+  if (!keep_order) {
+    std::sort(members.begin(), members.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+  }
+  Json out = Json::object();
+  for (const auto& [key, member] : members) {
+    // The members of "properties" are property names, whose values are
+    // schemas again; nothing under them keeps its order.
+    out[key] = Canonical(*member, !keep_order && key == "properties");
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> CanonicalJson(std::string_view text,
+                                          std::string_view what) {
+  Json parsed = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(what), ": not valid JSON"));
+  }
+  return Canonical(parsed, false).dump();
+}
+
+std::string CanonicalOptions(const JsonOptions& o) {
+  return absl::StrCat("ws=", o.whitespace(), ",run=", o.max_whitespace_run(),
+                      ",indent=", o.indent(),
+                      ",item=", Json(o.item_separator()).dump(),
+                      ",key=", Json(o.key_separator()).dump(),
+                      ",order=", o.property_order(), ",lenient=", o.lenient());
+}
+
+grammar::JsonSchemaOptions ToSchemaOptions(const JsonOptions& o,
+                                           const CompileLimits& limits) {
+  grammar::JsonSchemaOptions out;
+  out.strict = !o.lenient();
+  switch (o.whitespace()) {
+    case JsonOptions::WHITESPACE_COMPACT:
+      out.whitespace = grammar::JsonWhitespace::kCompact;
+      break;
+    case JsonOptions::WHITESPACE_INDENTED:
+      out.whitespace = grammar::JsonWhitespace::kIndented;
+      break;
+    default:
+      out.whitespace = grammar::JsonWhitespace::kAny;
+      break;
+  }
+  out.max_whitespace_run =
+      o.max_whitespace_run() > 0 ? o.max_whitespace_run() : -1;
+  if (o.indent() > 0) out.indent = o.indent();
+  if (!o.item_separator().empty()) out.item_separator = o.item_separator();
+  if (!o.key_separator().empty()) out.key_separator = o.key_separator();
+  out.property_order =
+      o.property_order() == JsonOptions::PROPERTY_ORDER_REQUIRED_FIRST
+          ? grammar::JsonPropertyOrder::kRequiredFirst
+          : grammar::JsonPropertyOrder::kAsWritten;
+  out.deadline = limits.deadline;
+  return out;
+}
+
+absl::Status Prefixed(const absl::Status& status, std::string_view kind) {
+  return absl::Status(status.code(),
+                      absl::StrCat(std::string(kind), ": ", status.message()));
+}
+
+}  // namespace
+
+const char* ConstraintKindName(const Constraint& constraint) {
+  switch (constraint.kind_case()) {
+    case Constraint::kJsonSchema:
+      return "json_schema";
+    case Constraint::kJsonObject:
+      return "json_object";
+    case Constraint::kRegex:
+      return "regex";
+    case Constraint::kGrammar:
+      return "grammar";
+    case Constraint::kChoice:
+      return "choice";
+    case Constraint::kStructuralTag:
+      return "structural_tag";
+    case Constraint::KIND_NOT_SET:
+      break;
+  }
+  return "unset";
+}
+
+absl::StatusOr<std::string> CanonicalConstraint(const Constraint& constraint) {
+  const std::string kind = ConstraintKindName(constraint);
+  switch (constraint.kind_case()) {
+    case Constraint::kJsonSchema:
+    case Constraint::kStructuralTag: {
+      absl::StatusOr<std::string> spec =
+          CanonicalJson(constraint.kind_case() == Constraint::kJsonSchema
+                            ? constraint.json_schema()
+                            : constraint.structural_tag(),
+                        kind);
+      if (!spec.ok()) return spec.status();
+      return absl::StrCat(
+          kind, "|", CanonicalOptions(constraint.json_options()), "|", *spec);
+    }
+    case Constraint::kJsonObject:
+      return absl::StrCat(kind, "|",
+                          CanonicalOptions(constraint.json_options()));
+    case Constraint::kRegex:
+      return absl::StrCat(kind, "|", constraint.regex());
+    case Constraint::kGrammar:
+      return absl::StrCat(kind, "|",
+                          Json(constraint.grammar().root_rule()).dump(), "|",
+                          constraint.grammar().text());
+    case Constraint::kChoice: {
+      // Length-prefixed: choices may hold any bytes.
+      std::string out = kind;
+      for (const std::string& c : constraint.choice().choices()) {
+        absl::StrAppend(&out, "|", c.size(), ":", c);
+      }
+      return out;
+    }
+    case Constraint::KIND_NOT_SET:
+      break;
+  }
+  return absl::InvalidArgumentError(
+      "constraint: none of json_schema, json_object, regex, grammar, choice, "
+      "structural_tag is set");
+}
+
+absl::StatusOr<CompiledConstraint> CompileConstraint(
+    const grammar::GrammarCompiler& compiler, const Constraint& constraint,
+    const CompileLimits& limits) {
+  const char* kind = ConstraintKindName(constraint);
+  grammar::CompileOptions options;
+  options.deadline = limits.deadline;
+  options.max_states = limits.max_states;
+  std::vector<grammar::DroppedKeyword> dropped;
+  absl::StatusOr<grammar::CompiledGrammar> compiled =
+      absl::InvalidArgumentError("unset");
+  switch (constraint.kind_case()) {
+    case Constraint::kJsonSchema:
+    case Constraint::kJsonObject: {
+      auto converted = grammar::JsonSchemaToGrammar(
+          constraint.kind_case() == Constraint::kJsonSchema
+              ? std::string_view(constraint.json_schema())
+              : std::string_view(R"({"type": "object"})"),
+          ToSchemaOptions(constraint.json_options(), limits));
+      if (!converted.ok()) return Prefixed(converted.status(), kind);
+      dropped = std::move(converted->dropped);
+      compiled = compiler.Compile(converted->grammar, options);
+      break;
+    }
+    case Constraint::kStructuralTag: {
+      auto converted = grammar::StructuralTagGrammar(
+          constraint.structural_tag(),
+          ToSchemaOptions(constraint.json_options(), limits));
+      if (!converted.ok()) return Prefixed(converted.status(), kind);
+      dropped = std::move(converted->dropped);
+      compiled = compiler.Compile(converted->grammar, options);
+      break;
+    }
+    case Constraint::kRegex:
+      compiled = compiler.CompileRegex(constraint.regex(), options);
+      break;
+    case Constraint::kGrammar:
+      compiled = compiler.CompileEbnf(
+          constraint.grammar().text(),
+          constraint.grammar().root_rule().empty()
+              ? std::string_view("root")
+              : std::string_view(constraint.grammar().root_rule()),
+          options);
+      break;
+    case Constraint::kChoice: {
+      std::vector<std::string> choices(constraint.choice().choices().begin(),
+                                       constraint.choice().choices().end());
+      auto grammar = grammar::ChoiceGrammar(choices);
+      if (!grammar.ok()) return Prefixed(grammar.status(), kind);
+      compiled = compiler.Compile(*grammar, options);
+      break;
+    }
+    case Constraint::KIND_NOT_SET:
+      return CanonicalConstraint(constraint).status();
+  }
+  if (!compiled.ok()) return Prefixed(compiled.status(), kind);
+  return CompiledConstraint{*std::move(compiled), std::move(dropped)};
+}
+
+}  // namespace grammard::service

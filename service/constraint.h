@@ -1,0 +1,53 @@
+// Constraints of the wire contract (grammard.v1.Constraint) turned into
+// compiled grammars, and into the canonical text that keys the cache.
+//
+// The canonical form makes equal constraints equal text: JSON (schemas,
+// structural tags) is re-serialized compactly with object keys sorted,
+// except the members of "properties", whose order is the output's order;
+// JSON options appear only for the kinds that use them.
+//
+// Cost: CanonicalConstraint is linear in the spec; CompileConstraint is the
+// engine's compile (milliseconds to seconds). Thread-safety: pure functions.
+#ifndef GRAMMARD_SERVICE_CONSTRAINT_H_
+#define GRAMMARD_SERVICE_CONSTRAINT_H_
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "grammar/compiled_grammar.h"
+#include "grammar/compiler.h"
+#include "grammar/json_schema/json_schema.h"
+#include "proto/grammard.pb.h"
+
+namespace grammard::service {
+
+// "json_schema", "regex", ...; "unset" for a constraint without a kind.
+const char* ConstraintKindName(const grammard::v1::Constraint& constraint);
+
+// InvalidArgument for a constraint with no kind, or JSON that does not parse.
+absl::StatusOr<std::string> CanonicalConstraint(
+    const grammard::v1::Constraint& constraint);
+
+struct CompileLimits {
+  std::chrono::steady_clock::time_point deadline =
+      std::chrono::steady_clock::time_point::max();
+  int32_t max_states = 100000;
+};
+
+struct CompiledConstraint {
+  grammar::CompiledGrammar grammar;
+  // Keywords lenient JSON Schema conversion dropped.
+  std::vector<grammar::DroppedKeyword> dropped;
+};
+
+// Errors are the front end's (InvalidArgument naming the problem,
+// DeadlineExceeded, ResourceExhausted), prefixed with the constraint kind.
+absl::StatusOr<CompiledConstraint> CompileConstraint(
+    const grammar::GrammarCompiler& compiler,
+    const grammard::v1::Constraint& constraint, const CompileLimits& limits);
+
+}  // namespace grammard::service
+
+#endif  // GRAMMARD_SERVICE_CONSTRAINT_H_

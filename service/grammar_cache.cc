@@ -1,0 +1,66 @@
+#include "service/grammar_cache.h"
+
+#include <utility>
+
+namespace grammard::service {
+
+size_t GrammarEntry::Bytes() const {
+  size_t bytes = sizeof(*this) + id.size() + status.message().size();
+  if (grammar.has_value()) bytes += grammar->MemoryBytes();
+  for (const auto& d : dropped) {
+    bytes += d.keyword.size() + d.pointer.size() + d.reason.size();
+  }
+  return bytes;
+}
+
+GrammarCache::GrammarCache(size_t max_bytes, ServiceMetrics* metrics)
+    : max_bytes_(max_bytes), metrics_(metrics) {}
+
+std::shared_ptr<const GrammarEntry> GrammarCache::Find(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = by_id_.find(id);
+  if (it == by_id_.end()) {
+    metrics_->cache_misses->Increment();
+    return nullptr;
+  }
+  metrics_->cache_hits->Increment();
+  lru_.splice(lru_.begin(), lru_, it->second);
+  return it->second->entry;
+}
+
+void GrammarCache::Insert(std::shared_ptr<const GrammarEntry> entry) {
+  const size_t bytes = entry->Bytes();
+  absl::MutexLock lock(&mu_);
+  auto old = by_id_.find(entry->id);
+  if (old != by_id_.end()) EraseLocked(old->second);
+  if (bytes > max_bytes_) return;
+  while (bytes_ + bytes > max_bytes_) {
+    EraseLocked(std::prev(lru_.end()));
+    metrics_->cache_evictions->Increment();
+  }
+  lru_.push_front(Slot{entry, bytes});
+  by_id_[entry->id] = lru_.begin();
+  bytes_ += bytes;
+  metrics_->cache_bytes->Set(static_cast<double>(bytes_));
+  metrics_->cache_entries->Set(static_cast<double>(lru_.size()));
+}
+
+void GrammarCache::EraseLocked(Lru::iterator it) {
+  bytes_ -= it->bytes;
+  by_id_.erase(it->entry->id);
+  lru_.erase(it);
+  metrics_->cache_bytes->Set(static_cast<double>(bytes_));
+  metrics_->cache_entries->Set(static_cast<double>(lru_.size()));
+}
+
+size_t GrammarCache::bytes() const {
+  absl::MutexLock lock(&mu_);
+  return bytes_;
+}
+
+size_t GrammarCache::size() const {
+  absl::MutexLock lock(&mu_);
+  return lru_.size();
+}
+
+}  // namespace grammard::service

@@ -1,0 +1,545 @@
+#include "service/grammard_service.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "proto/mask_rows.h"
+#include "service/sequence.h"
+
+namespace grammard::service {
+namespace {
+
+namespace v1 = grammard::v1;
+using Clock = std::chrono::steady_clock;
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+void SetError(const absl::Status& status, v1::Error* error) {
+  error->set_code(static_cast<int32_t>(status.code()));
+  error->set_message(std::string(status.message()));
+}
+
+void DescribeTokenizer(const std::string& name, const TokenizerEntry& entry,
+                       v1::Tokenizer* out) {
+  out->set_name(name);
+  out->set_fingerprint(entry.vocab->fingerprint());
+  out->set_vocab_size(entry.vocab->size());
+  for (int32_t id : entry.vocab->eos_ids()) out->add_eos_token_ids(id);
+}
+
+void DescribeEntry(const GrammarEntry& entry, v1::CompileResponse* out) {
+  out->set_compile_seconds(entry.compile_seconds);
+  if (!entry.status.ok()) {
+    out->set_state(v1::GRAMMAR_STATE_FAILED);
+    SetError(entry.status, out->mutable_error());
+    return;
+  }
+  out->set_state(v1::GRAMMAR_STATE_READY);
+  out->set_num_states(entry.grammar->num_states());
+  out->set_memory_bytes(static_cast<int64_t>(entry.grammar->MemoryBytes()));
+  for (const auto& d : entry.dropped) {
+    v1::DroppedKeyword* k = out->add_dropped();
+    k->set_keyword(d.keyword);
+    k->set_pointer(d.pointer);
+    k->set_reason(d.reason);
+  }
+}
+
+// Responses written by a stream's notifier thread. Shared with compile
+// listeners, which may outlive the stream: posting to a closed outbox is a
+// no-op.
+struct Outbox {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<v1::DecodeResponse> queue;  // guarded by mu
+  bool closed = false;                   // guarded by mu
+
+  void Post(v1::DecodeResponse response) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (closed) return;
+      queue.push_back(std::move(response));
+    }
+    cv.notify_one();
+  }
+
+  void PostStatus(uint64_t id, const absl::Status& status,
+                  const std::string& grammar_id, ServiceMetrics* metrics) {
+    v1::DecodeResponse response;
+    v1::SequenceStatus* s = response.mutable_status();
+    s->set_sequence_id(id);
+    s->set_grammar_id(grammar_id);
+    if (status.ok()) {
+      s->set_state(v1::GRAMMAR_STATE_READY);
+    } else {
+      s->set_state(v1::GRAMMAR_STATE_FAILED);
+      SetError(status, s->mutable_error());
+      metrics->CountError(status.code());
+    }
+    Post(std::move(response));
+  }
+};
+
+}  // namespace
+
+// The state of one Decode stream. Sequences are touched only by the handler
+// thread (and, during a step, by fill workers, one sequence each); the
+// outbox is shared with compile threads.
+class GrammardService::Stream {
+ public:
+  using ReaderWriter =
+      grpc::ServerReaderWriter<v1::DecodeResponse, v1::DecodeRequest>;
+
+  Stream(GrammardService* service, grpc::ServerContext* context,
+         ReaderWriter* rw)
+      : service_(service), context_(context), rw_(rw) {
+    notifier_ = std::thread([this] { Notify(); });
+  }
+
+  ~Stream() {
+    {
+      std::lock_guard<std::mutex> lock(outbox_->mu);
+      outbox_->closed = true;
+    }
+    outbox_->cv.notify_all();
+    notifier_.join();
+    service_->metrics_->active_sequences->Add(
+        -static_cast<double>(sequences_.size()));
+  }
+
+  grpc::Status Run();
+
+  // Ends the stream at the next opportunity: at once when idle, after the
+  // current step otherwise.
+  void Drain() {
+    absl::MutexLock lock(&step_mu_);
+    draining_ = true;
+    if (!in_step_) context_->TryCancel();
+  }
+
+ private:
+  struct Slot {
+    std::shared_ptr<CompileJob> job;
+    ReasoningOptions reasoning;
+    bool jump_forward = false;
+    std::unique_ptr<Sequence> sequence;  // once the grammar is ready
+    absl::Status failed;                 // set: every step reports it
+    std::vector<uint32_t> rows;          // scratch for FillRows
+    // Compile listeners hold a weak reference: a closed sequence gets no
+    // status, even if its id is reused.
+    std::shared_ptr<char> alive = std::make_shared<char>();
+  };
+
+  struct Work {
+    Slot* slot;
+    const v1::SequenceStep* step;
+    v1::SequenceResult* result;
+  };
+
+  void Open(const v1::OpenSequence& open);
+  void Close(const v1::CloseSequence& close);
+  void Step(const v1::Step& step, v1::StepResult* result);
+  // Checks a sequence can step; creates its matcher when its grammar is
+  // ready.
+  absl::Status Ready(uint64_t id, Slot* slot);
+  void RunOne(const Work& work);
+
+  void PostStatus(uint64_t id, const absl::Status& status) {
+    outbox_->PostStatus(id, status, "", service_->metrics_);
+  }
+  void Notify();
+  bool Write(const v1::DecodeResponse& response) {
+    absl::MutexLock lock(&write_mu_);
+    return rw_->Write(response);
+  }
+
+  GrammardService* const service_;
+  grpc::ServerContext* const context_;
+  ReaderWriter* const rw_;
+  std::unordered_map<uint64_t, Slot> sequences_;
+
+  absl::Mutex write_mu_;  // one Write at a time
+  absl::Mutex step_mu_;
+  bool in_step_ ABSL_GUARDED_BY(step_mu_) = false;
+  bool draining_ ABSL_GUARDED_BY(step_mu_) = false;
+
+  const std::shared_ptr<Outbox> outbox_ = std::make_shared<Outbox>();
+  std::thread notifier_;
+};
+
+grpc::Status GrammardService::Stream::Run() {
+  v1::DecodeRequest request;
+  v1::DecodeResponse response;
+  while (rw_->Read(&request)) {
+    switch (request.kind_case()) {
+      case v1::DecodeRequest::kOpen:
+        Open(request.open());
+        break;
+      case v1::DecodeRequest::kClose:
+        Close(request.close());
+        break;
+      case v1::DecodeRequest::kStep: {
+        {
+          absl::MutexLock lock(&step_mu_);
+          if (draining_) break;
+          in_step_ = true;
+        }
+        const auto start = Clock::now();
+        response.Clear();
+        Step(request.step(), response.mutable_step());
+        const bool written = Write(response);
+        service_->metrics_->steps->Increment();
+        service_->metrics_->step_seconds->Observe(
+            std::chrono::duration<double>(Clock::now() - start).count());
+        absl::MutexLock lock(&step_mu_);
+        in_step_ = false;
+        if (!written) return grpc::Status::CANCELLED;
+        break;
+      }
+      case v1::DecodeRequest::KIND_NOT_SET:
+        return service_->Fail(absl::InvalidArgumentError(
+            "Decode: a request with none of open, step, close"));
+    }
+    absl::MutexLock lock(&step_mu_);
+    if (draining_) break;
+  }
+  absl::MutexLock lock(&step_mu_);
+  if (draining_) {
+    return service_->Fail(
+        absl::UnavailableError("Decode: the server is shutting down"));
+  }
+  return grpc::Status::OK;
+}
+
+void GrammardService::Stream::Notify() {
+  Outbox& box = *outbox_;
+  std::unique_lock<std::mutex> lock(box.mu);
+  for (;;) {
+    box.cv.wait(lock, [&] { return box.closed || !box.queue.empty(); });
+    if (box.queue.empty()) return;  // closed
+    v1::DecodeResponse response = std::move(box.queue.front());
+    box.queue.pop_front();
+    lock.unlock();
+    const bool written = Write(response);
+    lock.lock();
+    if (!written) return;  // the stream is gone
+  }
+}
+
+void GrammardService::Stream::Open(const v1::OpenSequence& open) {
+  const uint64_t id = open.sequence_id();
+  if (sequences_.count(id) != 0) {
+    PostStatus(id, absl::AlreadyExistsError(absl::StrCat(
+                       "sequence ", id, " is already open on this stream")));
+    return;
+  }
+  if (static_cast<int>(sequences_.size()) >=
+      service_->options_.max_sequences_per_stream) {
+    PostStatus(id, absl::ResourceExhaustedError(absl::StrCat(
+                       "sequence ", id, ": the stream already holds ",
+                       sequences_.size(), " open sequences")));
+    return;
+  }
+  Slot& slot = sequences_[id];
+  service_->metrics_->active_sequences->Add(1);
+  slot.reasoning.enabled = open.reasoning().enabled();
+  slot.reasoning.think_end_token = open.reasoning().think_end_token_id();
+  slot.jump_forward = open.jump_forward();
+
+  auto refuse = [&](const absl::Status& status) {
+    slot.failed = status;
+    PostStatus(id, status);
+  };
+  std::shared_ptr<const TokenizerEntry> tokenizer;
+  if (!open.tokenizer().empty() ||
+      open.grammar_case() == v1::OpenSequence::kConstraint) {
+    auto found = service_->tokenizers_->Find(open.tokenizer());
+    if (!found.ok()) {
+      return refuse(absl::NotFoundError(
+          absl::StrCat("sequence ", id, ": ", found.status().message())));
+    }
+    tokenizer = *std::move(found);
+  }
+  switch (open.grammar_case()) {
+    case v1::OpenSequence::kConstraint: {
+      auto submitted =
+          service_->compiles_->Submit(tokenizer, open.constraint());
+      if (!submitted.ok()) {
+        return refuse(absl::Status(
+            submitted.status().code(),
+            absl::StrCat("sequence ", id, ": ", submitted.status().message())));
+      }
+      slot.job = std::move(submitted->job);
+      break;
+    }
+    case v1::OpenSequence::kGrammarId:
+      slot.job = service_->compiles_->Find(open.grammar_id());
+      if (slot.job == nullptr) {
+        return refuse(absl::NotFoundError(absl::StrCat(
+            "sequence ", id, ": grammar id ", open.grammar_id(),
+            " is unknown here (evicted, or compiled elsewhere); open with the "
+            "constraint instead")));
+      }
+      break;
+    case v1::OpenSequence::GRAMMAR_NOT_SET:
+      return refuse(absl::InvalidArgumentError(absl::StrCat(
+          "sequence ", id, ": neither a constraint nor a grammar id")));
+  }
+  if (slot.reasoning.enabled && slot.reasoning.think_end_token < 0) {
+    return refuse(absl::InvalidArgumentError(absl::StrCat(
+        "sequence ", id, ": reasoning without a think-end token")));
+  }
+  // The listener may outlive this stream and this sequence.
+  const std::string grammar_id = slot.job->id();
+  const int32_t think_end = slot.reasoning.think_end_token;
+  const bool reasoning = slot.reasoning.enabled;
+  const std::string fingerprint =
+      tokenizer ? tokenizer->vocab->fingerprint() : "";
+  std::weak_ptr<char> alive = slot.alive;
+  slot.job->OnDone([outbox = outbox_, metrics = service_->metrics_, alive, id,
+                    grammar_id, think_end, reasoning,
+                    fingerprint](const GrammarEntry& entry) {
+    if (alive.expired()) return;
+    absl::Status status = entry.status;
+    if (status.ok() && !fingerprint.empty() &&
+        entry.grammar->vocabulary().fingerprint() != fingerprint) {
+      status = absl::InvalidArgumentError(
+          "the grammar id was compiled for another tokenizer");
+    }
+    if (status.ok() && reasoning &&
+        think_end >= entry.grammar->vocabulary().size()) {
+      status = absl::InvalidArgumentError(absl::StrCat(
+          "think-end token ", think_end, " outside the vocabulary"));
+    }
+    if (!status.ok()) {
+      status = absl::Status(
+          status.code(), absl::StrCat("sequence ", id, ": ", status.message()));
+    }
+    outbox->PostStatus(id, status, grammar_id, metrics);
+  });
+}
+
+void GrammardService::Stream::Close(const v1::CloseSequence& close) {
+  if (sequences_.erase(close.sequence_id()) == 0) {
+    PostStatus(close.sequence_id(), absl::NotFoundError(absl::StrCat(
+                                        "sequence ", close.sequence_id(),
+                                        " is not open on this stream")));
+    return;
+  }
+  service_->metrics_->active_sequences->Add(-1);
+}
+
+absl::Status GrammardService::Stream::Ready(uint64_t id, Slot* slot) {
+  if (!slot->failed.ok()) return slot->failed;
+  if (slot->sequence != nullptr) return absl::OkStatus();
+  std::shared_ptr<const GrammarEntry> entry = slot->job->result();
+  if (entry == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("sequence ", id,
+                     ": its grammar is still compiling; wait for its "
+                     "READY status"));
+  }
+  absl::Status status = entry->status;
+  if (status.ok() && slot->reasoning.enabled &&
+      slot->reasoning.think_end_token >= entry->grammar->vocabulary().size()) {
+    status =
+        absl::InvalidArgumentError("think-end token outside the vocabulary");
+  }
+  if (!status.ok()) {
+    slot->failed = absl::FailedPreconditionError(absl::StrCat(
+        "sequence ", id, ": its grammar failed: ", status.message()));
+    return slot->failed;
+  }
+  slot->sequence =
+      std::make_unique<Sequence>(id, *entry->grammar, slot->reasoning);
+  return absl::OkStatus();
+}
+
+void GrammardService::Stream::Step(const v1::Step& step,
+                                   v1::StepResult* result) {
+  result->set_step_id(step.step_id());
+  std::vector<Work> work;
+  std::unordered_set<uint64_t> seen;
+  for (const v1::SequenceStep& s : step.sequences()) {
+    v1::SequenceResult* r = result->add_sequences();
+    r->set_sequence_id(s.sequence_id());
+    absl::Status status;
+    auto it = sequences_.find(s.sequence_id());
+    if (it == sequences_.end()) {
+      status = absl::NotFoundError(absl::StrCat("sequence ", s.sequence_id(),
+                                                " is not open on this stream"));
+    } else if (!seen.insert(s.sequence_id()).second) {
+      status = absl::InvalidArgumentError(
+          absl::StrCat("sequence ", s.sequence_id(), " appears twice in step ",
+                       step.step_id()));
+    } else {
+      status = Ready(s.sequence_id(), &it->second);
+    }
+    if (!status.ok()) {
+      SetError(status, r->mutable_error());
+      service_->metrics_->CountError(status.code());
+      continue;
+    }
+    work.push_back(Work{&it->second, &s, r});
+  }
+  if (work.size() > 1 && service_->fill_mu_.TryLock()) {
+    service_->fill_pool_.ParallelFor(
+        static_cast<int64_t>(work.size()),
+        [&](int64_t i) { RunOne(work[static_cast<size_t>(i)]); });
+    service_->fill_mu_.Unlock();
+  } else {
+    for (const Work& w : work) RunOne(w);
+  }
+  for (const Work& w : work) {
+    if (w.result->has_error()) {
+      service_->metrics_->CountError(
+          static_cast<absl::StatusCode>(w.result->error().code()));
+    }
+  }
+}
+
+void GrammardService::Stream::RunOne(const Work& work) {
+  const auto start = Clock::now();
+  Slot& slot = *work.slot;
+  Sequence& seq = *slot.sequence;
+  const v1::SequenceStep& step = *work.step;
+  v1::SequenceResult* result = work.result;
+  absl::Status advanced = seq.Advance(
+      step.rollback(),
+      absl::MakeConstSpan(step.accepted_tokens().data(),
+                          static_cast<size_t>(step.accepted_tokens_size())));
+  if (!advanced.ok()) {
+    slot.failed = absl::FailedPreconditionError(absl::StrCat(
+        advanced.message(), "; the sequence has failed, close it"));
+    SetError(advanced, result->mutable_error());
+    return;
+  }
+  const int32_t words = seq.mask_words();
+  const size_t num_rows = 1 + static_cast<size_t>(step.draft_tokens_size());
+  slot.rows.resize(num_rows * static_cast<size_t>(words));
+  seq.FillRows(
+      absl::MakeConstSpan(step.draft_tokens().data(),
+                          static_cast<size_t>(step.draft_tokens_size())),
+      slot.rows.data());
+  for (size_t i = 0; i < num_rows; ++i) {
+    v1::MaskRow* row = result->add_rows();
+    proto::EncodeMaskRow(slot.rows.data() + i * words, seq.vocab_size(), row);
+    service_->metrics_->CountMaskRow(proto::EncodingOf(*row),
+                                     row->ByteSizeLong());
+  }
+  result->set_terminated(seq.IsTerminated());
+  result->set_can_terminate(seq.CanTerminate());
+  if (slot.jump_forward) {
+    grammar::ForcedContinuation forced = seq.JumpForward();
+    result->set_jump_forward_bytes(std::move(forced.bytes));
+    for (int32_t id : forced.token_ids) result->add_jump_forward_tokens(id);
+  }
+  service_->metrics_->mask_fill_seconds->Observe(
+      std::chrono::duration<double>(Clock::now() - start).count());
+}
+
+GrammardService::GrammardService(const ServiceOptions& options,
+                                 TokenizerRegistry* tokenizers,
+                                 CompilePool* compiles, ServiceMetrics* metrics)
+    : options_(options),
+      tokenizers_(tokenizers),
+      compiles_(compiles),
+      metrics_(metrics),
+      fill_pool_(std::max(1, options.fill_threads)) {}
+
+GrammardService::~GrammardService() = default;
+
+grpc::Status GrammardService::Fail(const absl::Status& status) {
+  metrics_->CountError(status.code());
+  return ToGrpc(status);
+}
+
+void GrammardService::BeginShutdown() {
+  absl::MutexLock lock(&mu_);
+  draining_ = true;
+  for (Stream* stream : streams_) stream->Drain();
+}
+
+grpc::Status GrammardService::RegisterTokenizer(
+    grpc::ServerContext*, const v1::RegisterTokenizerRequest* request,
+    v1::Tokenizer* response) {
+  grammar::VocabularyOptions options;
+  options.name = request->name();
+  options.eos_ids.assign(request->eos_token_ids().begin(),
+                         request->eos_token_ids().end());
+  options.model_vocab_size = request->model_vocab_size();
+  auto entry = tokenizers_->Register(request->tokenizer_json(),
+                                     request->tokenizer_config_json(), options);
+  if (!entry.ok()) return Fail(entry.status());
+  DescribeTokenizer(request->name(), **entry, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status GrammardService::ListTokenizers(
+    grpc::ServerContext*, const v1::ListTokenizersRequest*,
+    v1::ListTokenizersResponse* response) {
+  for (const auto& [name, entry] : tokenizers_->List()) {
+    DescribeTokenizer(name, *entry, response->add_tokenizers());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status GrammardService::Compile(grpc::ServerContext* context,
+                                      const v1::CompileRequest* request,
+                                      v1::CompileResponse* response) {
+  auto tokenizer = tokenizers_->Find(request->tokenizer());
+  if (!tokenizer.ok()) return Fail(tokenizer.status());
+  auto submitted = compiles_->Submit(*tokenizer, request->constraint());
+  if (!submitted.ok()) return Fail(submitted.status());
+  response->set_grammar_id(submitted->job->id());
+  response->set_cache_hit(submitted->cache_hit);
+  std::shared_ptr<const GrammarEntry> entry = submitted->job->result();
+  if (entry == nullptr && request->wait()) {
+    const auto remaining =
+        context->deadline() - std::chrono::system_clock::now();
+    entry = submitted->job->WaitUntil(
+        context->deadline() == std::chrono::system_clock::time_point::max()
+            ? Clock::time_point::max()
+            : Clock::now() +
+                  std::chrono::duration_cast<Clock::duration>(remaining));
+  }
+  if (entry == nullptr) {
+    response->set_state(v1::GRAMMAR_STATE_COMPILING);
+    return grpc::Status::OK;
+  }
+  DescribeEntry(*entry, response);
+  if (!entry->status.ok()) metrics_->CountError(entry->status.code());
+  return grpc::Status::OK;
+}
+
+grpc::Status GrammardService::Decode(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<v1::DecodeResponse, v1::DecodeRequest>* rw) {
+  Stream stream(this, context, rw);
+  {
+    absl::MutexLock lock(&mu_);
+    if (draining_) {
+      return Fail(
+          absl::UnavailableError("Decode: the server is shutting down"));
+    }
+    streams_.insert(&stream);
+  }
+  metrics_->active_streams->Add(1);
+  grpc::Status status = stream.Run();
+  metrics_->active_streams->Add(-1);
+  absl::MutexLock lock(&mu_);
+  streams_.erase(&stream);
+  return status;
+}
+
+}  // namespace grammard::service

@@ -1,0 +1,87 @@
+// GrammardService: the grammard.v1.Grammard gRPC service (proto/grammard.proto)
+// over the tokenizer registry, the compile pool and per-stream sequences.
+//
+// Decode runs one handler thread per stream (gRPC's synchronous API): it
+// reads a message, applies it and, for a step, writes the step's result. The
+// mask rows of a step are filled across sequences on a shared fill pool
+// (ThreadPool); a stream that finds it busy fills on its own thread, so
+// streams never wait for each other. Readiness changes come from compile
+// threads and are written by the stream's notifier thread, so a client that
+// stops reading never blocks a compile.
+//
+// Errors reach clients as canonical gRPC codes with a message naming the
+// sequence and the problem; a sequence's error is reported in its own result
+// and leaves the other sequences and the stream alone.
+//
+// Thread-safety: gRPC calls the methods from any threads; BeginShutdown may
+// be called from any thread.
+#ifndef GRAMMARD_SERVICE_GRAMMARD_SERVICE_H_
+#define GRAMMARD_SERVICE_GRAMMARD_SERVICE_H_
+
+#include <memory>
+#include <set>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "grammar/thread_pool.h"
+#include "proto/grammard.grpc.pb.h"
+#include "service/compile_pool.h"
+#include "service/service_metrics.h"
+#include "service/tokenizer_registry.h"
+
+namespace grammard::service {
+
+struct ServiceOptions {
+  // Threads filling the masks of a step (the stream's own thread included).
+  int fill_threads = 2;
+  // Open sequences one stream may hold; more is RESOURCE_EXHAUSTED.
+  int max_sequences_per_stream = 4096;
+};
+
+class GrammardService final : public grammard::v1::Grammard::Service {
+ public:
+  // Everything passed must outlive the service.
+  GrammardService(const ServiceOptions& options, TokenizerRegistry* tokenizers,
+                  CompilePool* compiles, ServiceMetrics* metrics);
+  ~GrammardService() override;
+
+  grpc::Status RegisterTokenizer(
+      grpc::ServerContext* context,
+      const grammard::v1::RegisterTokenizerRequest* request,
+      grammard::v1::Tokenizer* response) override;
+  grpc::Status ListTokenizers(
+      grpc::ServerContext* context,
+      const grammard::v1::ListTokenizersRequest* request,
+      grammard::v1::ListTokenizersResponse* response) override;
+  grpc::Status Compile(grpc::ServerContext* context,
+                       const grammard::v1::CompileRequest* request,
+                       grammard::v1::CompileResponse* response) override;
+  grpc::Status Decode(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<grammard::v1::DecodeResponse,
+                               grammard::v1::DecodeRequest>* stream) override;
+
+  // New streams are refused; open streams end (UNAVAILABLE) once their
+  // current step is written. Call before grpc::Server::Shutdown.
+  void BeginShutdown();
+
+ private:
+  class Stream;
+
+  grpc::Status Fail(const absl::Status& status);
+
+  const ServiceOptions options_;
+  TokenizerRegistry* const tokenizers_;
+  CompilePool* const compiles_;
+  ServiceMetrics* const metrics_;
+  absl::Mutex fill_mu_;  // held while a step uses fill_pool_
+  grammar::ThreadPool fill_pool_;
+
+  absl::Mutex mu_;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  std::set<Stream*> streams_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace grammard::service
+
+#endif  // GRAMMARD_SERVICE_GRAMMARD_SERVICE_H_

@@ -1,0 +1,115 @@
+#include "service/sequence.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace grammard::service {
+
+Sequence::Sequence(uint64_t id, grammar::CompiledGrammar grammar,
+                   const ReasoningOptions& reasoning)
+    : id_(id),
+      matcher_(std::move(grammar)),
+      reasoning_(reasoning),
+      thinking_(reasoning.enabled) {}
+
+int32_t Sequence::vocab_size() const {
+  return matcher_.grammar().vocabulary().size();
+}
+
+absl::Status Sequence::AcceptOne(int32_t token) {
+  if (thinking_) {
+    if (token < 0 || token >= vocab_size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token id ", token, " outside the vocabulary [0, ",
+                       vocab_size(), ")"));
+    }
+    if (token == reasoning_.think_end_token) {
+      thinking_ = false;
+    } else {
+      ++thinking_tokens_;
+    }
+    return absl::OkStatus();
+  }
+  return matcher_.AcceptToken(token);
+}
+
+absl::Status Sequence::RollbackTokens(int32_t k) {
+  if (k < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rollback of ", k, " tokens"));
+  }
+  const int32_t accepted =
+      (reasoning_.enabled ? thinking_tokens_ + (thinking_ ? 0 : 1) : 0) +
+      (thinking_ ? 0 : matcher_.num_accepted());
+  if (k > accepted) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rollback of ", k, " tokens but only ", accepted, " were accepted"));
+  }
+  if (!thinking_) {
+    const int32_t in_grammar = std::min(k, matcher_.num_accepted());
+    if (absl::Status s = matcher_.Rollback(in_grammar); !s.ok()) return s;
+    k -= in_grammar;
+    if (k > 0) {  // back across the think-end token
+      thinking_ = true;
+      --k;
+    }
+  }
+  thinking_tokens_ -= k;
+  return absl::OkStatus();
+}
+
+absl::Status Sequence::Advance(int32_t rollback,
+                               absl::Span<const int32_t> tokens) {
+  if (rollback != 0) {
+    if (absl::Status s = RollbackTokens(rollback); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sequence ", id_, ": ", s.message()));
+    }
+  }
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (absl::Status s = AcceptOne(tokens[i]); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sequence ", id_, ": accepted token ", i, " (id ",
+                       tokens[i], ") refused: ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Sequence::FillAllAllowed(uint32_t* row) const {
+  const int32_t words = mask_words();
+  std::memset(row, 0xff, sizeof(uint32_t) * words);
+  if (vocab_size() % 32 != 0) {
+    row[words - 1] = (uint32_t{1} << (vocab_size() % 32)) - 1;
+  }
+}
+
+void Sequence::FillRows(absl::Span<const int32_t> drafts, uint32_t* rows) {
+  const int32_t words = mask_words();
+  int32_t advanced = 0;
+  bool refused = false;
+  for (size_t i = 0; i <= drafts.size(); ++i) {
+    uint32_t* row = rows + i * words;
+    if (refused || thinking_) {
+      FillAllAllowed(row);
+    } else {
+      matcher_.FillNextTokenMask(row);
+    }
+    if (i == drafts.size() || refused) continue;
+    if (AcceptOne(drafts[i]).ok()) {
+      ++advanced;
+    } else {
+      refused = true;
+    }
+  }
+  // Undoing what was just accepted cannot fail.
+  RollbackTokens(advanced).IgnoreError();
+}
+
+grammar::ForcedContinuation Sequence::JumpForward() {
+  if (thinking_ || matcher_.IsTerminated()) return {};
+  return matcher_.JumpForward();
+}
+
+}  // namespace grammard::service

@@ -1,0 +1,121 @@
+#include "service/sequence.h"
+
+#include <vector>
+
+#include "grammar/compiler.h"
+#include "gtest/gtest.h"
+
+namespace grammard::service {
+namespace {
+
+// Ids: 0 "a", 1 "b", 2 "ab", 3 "{", 4 "}", 5 "<eos>", 6 "</think>".
+class SequenceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto vocab = grammar::Vocabulary::FromTokens(
+        {"a", "b", "ab", "{", "}", "<eos>", "</think>"}, {5, 6}, {5}, {});
+    ASSERT_TRUE(vocab.ok()) << vocab.status();
+    grammar::GrammarCompiler compiler(*vocab);
+    auto g = compiler.CompileRegex("\\{(ab)*\\}");
+    ASSERT_TRUE(g.ok()) << g.status();
+    grammar_.emplace(*g);
+  }
+
+  // The allowed ids of a row.
+  static std::vector<int32_t> Allowed(const uint32_t* row, int32_t n) {
+    std::vector<int32_t> ids;
+    for (int32_t i = 0; i < n; ++i) {
+      if ((row[i / 32] >> (i % 32)) & 1) ids.push_back(i);
+    }
+    return ids;
+  }
+
+  std::vector<int32_t> Mask(Sequence& seq) {
+    std::vector<uint32_t> row(seq.mask_words());
+    seq.FillRows({}, row.data());
+    return Allowed(row.data(), seq.vocab_size());
+  }
+
+  std::optional<grammar::CompiledGrammar> grammar_;
+};
+
+using Ids = std::vector<int32_t>;
+
+TEST_F(SequenceTest, AdvancesRollsBackAndTerminates) {
+  Sequence seq(1, *grammar_, {});
+  EXPECT_EQ(Mask(seq), Ids({3}));
+  ASSERT_TRUE(seq.Advance(0, {3, 0, 1}).ok());
+  EXPECT_EQ(Mask(seq), Ids({0, 2, 4}));
+  ASSERT_TRUE(seq.Advance(2, {}).ok());  // back to after "{"
+  EXPECT_EQ(Mask(seq), Ids({0, 2, 4}));
+  ASSERT_TRUE(seq.Advance(0, {4}).ok());
+  EXPECT_TRUE(seq.CanTerminate());
+  EXPECT_EQ(Mask(seq), Ids({5}));
+  ASSERT_TRUE(seq.Advance(0, {5}).ok());
+  EXPECT_TRUE(seq.IsTerminated());
+}
+
+TEST_F(SequenceTest, RefusedTokenNamesSequenceAndToken) {
+  Sequence seq(42, *grammar_, {});
+  absl::Status s = seq.Advance(0, {3, 1});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("sequence 42"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("id 1"), std::string::npos) << s;
+  Sequence other(43, *grammar_, {});
+  EXPECT_FALSE(other.Advance(5, {}).ok());
+  EXPECT_FALSE(other.Advance(0, {99}).ok());
+}
+
+TEST_F(SequenceTest, DraftRowsMatchStepwiseMasksAndLeaveStateAlone) {
+  Sequence seq(1, *grammar_, {});
+  ASSERT_TRUE(seq.Advance(0, {3}).ok());
+  const int32_t w = seq.mask_words();
+  // "a", "b" and "}" are fine; "a" after "}" is refused.
+  const Ids drafts = {0, 1, 4, 0};
+  std::vector<uint32_t> rows((drafts.size() + 1) * w);
+  seq.FillRows(drafts, rows.data());
+  EXPECT_EQ(Allowed(&rows[0 * w], seq.vocab_size()), Ids({0, 2, 4}));
+  EXPECT_EQ(Allowed(&rows[1 * w], seq.vocab_size()), Ids({1}));
+  EXPECT_EQ(Allowed(&rows[2 * w], seq.vocab_size()), Ids({0, 2, 4}));
+  EXPECT_EQ(Allowed(&rows[3 * w], seq.vocab_size()), Ids({5}));
+  // Draft 3 ("a" after "}") is refused: the row after it is all allowed.
+  EXPECT_EQ(Allowed(&rows[4 * w], seq.vocab_size()).size(), 7u);
+  EXPECT_EQ(Mask(seq), Ids({0, 2, 4}));
+}
+
+TEST_F(SequenceTest, ReasoningAllowsEverythingUntilThinkEnd) {
+  Sequence seq(1, *grammar_, {true, 6});
+  EXPECT_TRUE(seq.thinking());
+  EXPECT_EQ(Mask(seq).size(), 7u);
+  EXPECT_FALSE(seq.CanTerminate());
+  // Anything goes while thinking, then the grammar starts.
+  ASSERT_TRUE(seq.Advance(0, {1, 1, 4, 6}).ok());
+  EXPECT_FALSE(seq.thinking());
+  EXPECT_EQ(Mask(seq), Ids({3}));
+  ASSERT_TRUE(seq.Advance(0, {3, 0}).ok());
+  // Rolling back over the grammar's tokens and the think-end token
+  // re-enters the thinking section.
+  ASSERT_TRUE(seq.Advance(3, {}).ok());
+  EXPECT_TRUE(seq.thinking());
+  ASSERT_TRUE(seq.Advance(3, {6, 3}).ok());
+  EXPECT_EQ(Mask(seq), Ids({0, 2, 4}));
+  // Accepted now: the think-end token and "{".
+  EXPECT_FALSE(seq.Advance(3, {}).ok());
+}
+
+TEST_F(SequenceTest, DraftsCrossingThinkEnd) {
+  Sequence seq(1, *grammar_, {true, 6});
+  const int32_t w = seq.mask_words();
+  const Ids drafts = {0, 6, 3};
+  std::vector<uint32_t> rows((drafts.size() + 1) * w);
+  seq.FillRows(drafts, rows.data());
+  EXPECT_EQ(Allowed(&rows[0 * w], seq.vocab_size()).size(), 7u);
+  EXPECT_EQ(Allowed(&rows[1 * w], seq.vocab_size()).size(), 7u);
+  EXPECT_EQ(Allowed(&rows[2 * w], seq.vocab_size()), Ids({3}));
+  EXPECT_EQ(Allowed(&rows[3 * w], seq.vocab_size()), Ids({0, 2, 4}));
+  EXPECT_TRUE(seq.thinking());
+  EXPECT_EQ(Mask(seq).size(), 7u);
+}
+
+}  // namespace
+}  // namespace grammard::service

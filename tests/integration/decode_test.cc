@@ -1,0 +1,625 @@
+// Whole-system tests: the real grammard on 127.0.0.1, driven over gRPC.
+// Every mask row received is checked against the engine's own mask computed
+// in-process (service::Sequence over the same compiled constraint).
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "grammar/compiler.h"
+#include "grammar/greedy_tokens.h"
+#include "gtest/gtest.h"
+#include "proto/grammard.grpc.pb.h"
+#include "proto/health.grpc.pb.h"
+#include "proto/mask_rows.h"
+#include "service/constraint.h"
+#include "service/sequence.h"
+#include "tests/support/daemon.h"
+#include "tests/support/paths.h"
+
+namespace grammard {
+namespace {
+
+namespace v1 = grammard::v1;
+using testing::Daemon;
+
+constexpr char kPersonSchema[] = R"({
+  "type": "object",
+  "properties": {
+    "name": {"type": "string", "maxLength": 8},
+    "age": {"type": "integer", "minimum": 0, "maximum": 120}
+  },
+  "required": ["name", "age"]
+})";
+
+constexpr char kToolTag[] = R"({
+  "structures": [{"begin": "<function=get_weather>",
+                  "schema": {"type": "object",
+                             "properties": {"city": {"type": "string"}},
+                             "required": ["city"]},
+                  "end": "</function>"}],
+  "triggers": ["<function="]
+})";
+
+v1::Constraint Schema(const std::string& schema) {
+  v1::Constraint c;
+  c.set_json_schema(schema);
+  return c;
+}
+
+// One daemon (llama3) for the whole suite, plus the same vocabulary
+// in-process for reference masks.
+class DecodeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!testing::TokenizerDir("llama3")) return;
+    auto daemon = Daemon::Start({});
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    daemon_ = daemon->release();
+    grammar::VocabularyOptions options;
+    options.name = "llama3";
+    auto vocab = grammar::Vocabulary::FromDirectory(
+        *testing::TokenizerDir("llama3"), options);
+    ASSERT_TRUE(vocab.ok()) << vocab.status();
+    vocab_ = new std::shared_ptr<const grammar::Vocabulary>(*vocab);
+    compiler_ = new grammar::GrammarCompiler(*vocab);
+  }
+  static void TearDownTestSuite() {
+    delete daemon_;
+    delete compiler_;
+    delete vocab_;
+    daemon_ = nullptr;
+  }
+
+  void SetUp() override {
+    if (daemon_ == nullptr) {
+      GTEST_SKIP() << testing::MissingDataMessage("the llama3 tokenizer");
+    }
+    channel_ = grpc::CreateChannel(daemon_->target(),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = v1::Grammard::NewStub(channel_);
+  }
+
+  const grammar::Vocabulary& vocab() const { return **vocab_; }
+
+  grammar::CompiledGrammar Reference(const v1::Constraint& c) {
+    auto compiled = service::CompileConstraint(*compiler_, c, {});
+    EXPECT_TRUE(compiled.ok()) << compiled.status();
+    return compiled->grammar;
+  }
+
+  static Daemon* daemon_;
+  static std::shared_ptr<const grammar::Vocabulary>* vocab_;
+  static grammar::GrammarCompiler* compiler_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Grammard::Stub> stub_;
+};
+
+Daemon* DecodeTest::daemon_ = nullptr;
+std::shared_ptr<const grammar::Vocabulary>* DecodeTest::vocab_ = nullptr;
+grammar::GrammarCompiler* DecodeTest::compiler_ = nullptr;
+
+// A Decode stream as an engine holds it: statuses arrive at any time and
+// are kept by sequence; Step returns the step's result.
+class Stream {
+ public:
+  explicit Stream(v1::Grammard::Stub* stub) {
+    context_.set_deadline(std::chrono::system_clock::now() +
+                          std::chrono::seconds(120));
+    rw_ = stub->Decode(&context_);
+  }
+
+  void Open(uint64_t id, const v1::Constraint& c, v1::Reasoning reasoning = {},
+            bool jump_forward = false,
+            const std::string& tokenizer = "llama3") {
+    v1::DecodeRequest request;
+    v1::OpenSequence* open = request.mutable_open();
+    open->set_sequence_id(id);
+    open->set_tokenizer(tokenizer);
+    *open->mutable_constraint() = c;
+    *open->mutable_reasoning() = reasoning;
+    open->set_jump_forward(jump_forward);
+    ASSERT_TRUE(rw_->Write(request));
+  }
+
+  void Close(uint64_t id) {
+    v1::DecodeRequest request;
+    request.mutable_close()->set_sequence_id(id);
+    ASSERT_TRUE(rw_->Write(request));
+  }
+
+  // Reads until sequence `id` has a status.
+  v1::SequenceStatus WaitStatus(uint64_t id) {
+    while (statuses_[id].empty()) {
+      v1::DecodeResponse response;
+      if (!rw_->Read(&response)) return {};
+      Keep(response);
+    }
+    v1::SequenceStatus s = statuses_[id].front();
+    statuses_[id].pop_front();
+    return s;
+  }
+
+  // Sends a step and reads until its result.
+  v1::StepResult Step(const v1::Step& step) {
+    EXPECT_TRUE(rw_->Write(step_request(step)));
+    for (;;) {
+      v1::DecodeResponse response;
+      if (!rw_->Read(&response)) {
+        ADD_FAILURE() << "stream ended";
+        return {};
+      }
+      if (response.has_step()) return response.step();
+      Keep(response);
+    }
+  }
+
+  grpc::Status Finish() {
+    rw_->WritesDone();
+    v1::DecodeResponse response;
+    while (rw_->Read(&response)) Keep(response);
+    return rw_->Finish();
+  }
+
+  grpc::ClientContext& context() { return context_; }
+  grpc::ClientReaderWriter<v1::DecodeRequest, v1::DecodeResponse>* rw() {
+    return rw_.get();
+  }
+
+ private:
+  static v1::DecodeRequest step_request(const v1::Step& step) {
+    v1::DecodeRequest r;
+    *r.mutable_step() = step;
+    return r;
+  }
+  void Keep(const v1::DecodeResponse& response) {
+    if (response.has_status()) {
+      statuses_[response.status().sequence_id()].push_back(response.status());
+    }
+  }
+
+  grpc::ClientContext context_;
+  std::unique_ptr<
+      grpc::ClientReaderWriter<v1::DecodeRequest, v1::DecodeResponse>>
+      rw_;
+  std::map<uint64_t, std::deque<v1::SequenceStatus>> statuses_;
+};
+
+std::vector<uint32_t> DecodeRow(const v1::MaskRow& row, int32_t vocab_size) {
+  std::vector<uint32_t> words((vocab_size + 31) / 32);
+  absl::Status s = proto::DecodeMaskRow(row, vocab_size, words.data());
+  EXPECT_TRUE(s.ok()) << s;
+  return words;
+}
+
+bool Allowed(const std::vector<uint32_t>& row, int32_t id) {
+  return (row[id / 32] >> (id % 32)) & 1;
+}
+
+// A sequence driven towards a target text: each step it takes the longest
+// allowed token that prefixes what is left (random tokens while thinking),
+// then end-of-sequence.
+struct Driven {
+  uint64_t id;
+  v1::Constraint constraint;
+  std::string text;
+  v1::Reasoning reasoning;
+  int thinking_tokens = 0;
+  std::unique_ptr<service::Sequence> reference;
+  std::vector<int32_t> next;  // tokens to report at the next step
+  std::string rest;
+  bool done = false;
+};
+
+TEST_F(DecodeTest, MixedConstraintsOnOneStreamMatchTheEngineInProcess) {
+  std::vector<Driven> seqs;
+  auto add = [&](v1::Constraint c, std::string text) {
+    Driven d;
+    d.id = 100 + seqs.size();
+    d.constraint = std::move(c);
+    d.text = std::move(text);
+    seqs.push_back(std::move(d));
+  };
+  add(Schema(kPersonSchema), R"({"name": "Ada", "age": 36})");
+  v1::Constraint regex;
+  regex.set_regex("[a-z]{2,5}@(x|y)\\.com");
+  add(regex, "abc@y.com");
+  v1::Constraint ebnf;
+  ebnf.mutable_grammar()->set_text(
+      "root ::= \"(\" num (\"+\" num)* \")\"\nnum ::= [0-9]+");
+  add(ebnf, "(12+345+6)");
+  v1::Constraint choice;
+  for (const char* c : {"yes", "no", "maybe"}) {
+    choice.mutable_choice()->add_choices(c);
+  }
+  add(choice, "maybe");
+  v1::Constraint tag;
+  tag.set_structural_tag(kToolTag);
+  add(tag,
+      "Let me check. <function=get_weather>{\"city\": \"Paris\"}</function> "
+      "Done.");
+  v1::Constraint object;
+  object.mutable_json_object();
+  add(object, R"({"ok": [1, 2.5, null]})");
+  seqs.back().reasoning.set_enabled(true);
+  seqs.back().reasoning.set_think_end_token_id(128002);
+  seqs.back().thinking_tokens = 5;
+
+  Stream stream(stub_.get());
+  for (Driven& d : seqs) {
+    stream.Open(d.id, d.constraint, d.reasoning);
+    service::ReasoningOptions r{d.reasoning.enabled(),
+                                d.reasoning.think_end_token_id()};
+    d.reference =
+        std::make_unique<service::Sequence>(d.id, Reference(d.constraint), r);
+    d.rest = d.text;
+  }
+  for (Driven& d : seqs) {
+    v1::SequenceStatus s = stream.WaitStatus(d.id);
+    ASSERT_EQ(s.state(), v1::GRAMMAR_STATE_READY)
+        << d.id << ": " << s.error().message();
+    EXPECT_EQ(s.grammar_id().size(), 32u);
+  }
+
+  std::mt19937 rng(1);
+  const int32_t n = vocab().size();
+  for (int step = 0; step < 200; ++step) {
+    v1::Step request;
+    request.set_step_id(step);
+    std::vector<Driven*> live;
+    for (Driven& d : seqs) {
+      if (d.done) continue;
+      v1::SequenceStep* s = request.add_sequences();
+      s->set_sequence_id(d.id);
+      for (int32_t t : d.next) s->add_accepted_tokens(t);
+      ASSERT_TRUE(d.reference->Advance(0, d.next).ok());
+      d.next.clear();
+      live.push_back(&d);
+    }
+    if (live.empty()) break;
+    v1::StepResult result = stream.Step(request);
+    ASSERT_EQ(result.step_id(), static_cast<uint64_t>(step));
+    ASSERT_EQ(result.sequences_size(), static_cast<int>(live.size()));
+    for (size_t i = 0; i < live.size(); ++i) {
+      Driven& d = *live[i];
+      const v1::SequenceResult& r = result.sequences(static_cast<int>(i));
+      ASSERT_EQ(r.sequence_id(), d.id);
+      ASSERT_FALSE(r.has_error()) << r.error().message();
+      ASSERT_EQ(r.rows_size(), 1);
+      std::vector<uint32_t> wire = DecodeRow(r.rows(0), n);
+      std::vector<uint32_t> local(wire.size());
+      d.reference->FillRows({}, local.data());
+      ASSERT_EQ(wire, local) << "sequence " << d.id << " step " << step;
+      EXPECT_EQ(r.terminated(), d.reference->IsTerminated());
+      if (r.terminated()) {
+        d.done = true;
+        continue;
+      }
+      int32_t token;
+      if (d.reference->thinking()) {
+        token = d.thinking_tokens-- > 0 ? static_cast<int32_t>(rng() % 128000)
+                                        : d.reasoning.think_end_token_id();
+      } else if (d.rest.empty()) {
+        ASSERT_TRUE(r.can_terminate()) << d.id;
+        token = vocab().eos_ids()[0];
+      } else {
+        token = grammar::LongestAllowedToken(Reference(d.constraint),
+                                             local.data(), d.rest);
+        ASSERT_GE(token, 0) << "sequence " << d.id << " stuck at " << d.rest;
+        d.rest.erase(0, vocab().bytes(token).size());
+      }
+      ASSERT_TRUE(Allowed(wire, token));
+      d.next.push_back(token);
+    }
+  }
+  for (const Driven& d : seqs) EXPECT_TRUE(d.done) << d.id;
+  EXPECT_TRUE(stream.Finish().ok());
+}
+
+TEST_F(DecodeTest, SpeculativeRowsRollbackAndJumpForward) {
+  v1::Constraint c = Schema(R"({"type": "object",
+      "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+      "required": ["name", "age"], "additionalProperties": false})");
+  c.mutable_json_options()->set_whitespace(v1::JsonOptions::WHITESPACE_COMPACT);
+  Stream stream(stub_.get());
+  stream.Open(1, c, {}, /*jump_forward=*/true);
+  ASSERT_EQ(stream.WaitStatus(1).state(), v1::GRAMMAR_STATE_READY);
+  service::Sequence reference(1, Reference(c), {});
+  const int32_t n = vocab().size();
+  const grammar::CompiledGrammar g = Reference(c);
+
+  // Tokens of the text, found greedily under the reference's masks.
+  std::vector<int32_t> tokens;
+  {
+    service::Sequence walk(2, g, {});
+    std::string rest = R"({"name":"Bo","age":7})";
+    while (!rest.empty()) {
+      std::vector<uint32_t> row(walk.mask_words());
+      walk.FillRows({}, row.data());
+      int32_t t = grammar::LongestAllowedToken(g, row.data(), rest);
+      ASSERT_GE(t, 0);
+      tokens.push_back(t);
+      rest.erase(0, vocab().bytes(t).size());
+      ASSERT_TRUE(walk.Advance(0, {t}).ok());
+    }
+  }
+  ASSERT_GE(tokens.size(), 4u);
+
+  // Step 0: nothing accepted, all tokens as drafts, plus one bad draft.
+  v1::Step step;
+  v1::SequenceStep* s = step.add_sequences();
+  s->set_sequence_id(1);
+  std::vector<int32_t> drafts = tokens;
+  drafts.push_back(vocab().eos_ids()[0]);
+  drafts.push_back(tokens[0]);  // refused after EOS
+  for (int32_t t : drafts) s->add_draft_tokens(t);
+  v1::StepResult result = stream.Step(step);
+  ASSERT_EQ(result.sequences(0).rows_size(),
+            static_cast<int>(drafts.size()) + 1);
+  std::vector<uint32_t> local((drafts.size() + 1) * reference.mask_words());
+  reference.FillRows(drafts, local.data());
+  for (size_t i = 0; i <= drafts.size(); ++i) {
+    std::vector<uint32_t> wire = DecodeRow(result.sequences(0).rows(i), n);
+    EXPECT_TRUE(std::equal(wire.begin(), wire.end(),
+                           local.begin() + i * reference.mask_words()))
+        << "row " << i;
+  }
+  // Jump-forward at the start of the object: `{"name":"` is forced.
+  EXPECT_EQ(result.sequences(0).jump_forward_bytes(), "{\"name\":\"");
+  EXPECT_GT(result.sequences(0).jump_forward_tokens_size(), 0);
+
+  // Accept all drafts but the last two, then roll back two of them and
+  // accept them again: the masks follow.
+  step.mutable_sequences(0)->clear_draft_tokens();
+  for (int32_t t : tokens) step.mutable_sequences(0)->add_accepted_tokens(t);
+  result = stream.Step(step);
+  ASSERT_FALSE(result.sequences(0).has_error());
+  EXPECT_TRUE(result.sequences(0).can_terminate());
+  step.mutable_sequences(0)->clear_accepted_tokens();
+  step.mutable_sequences(0)->set_rollback(2);
+  result = stream.Step(step);
+  ASSERT_TRUE(reference.Advance(0, tokens).ok());
+  ASSERT_TRUE(reference.Advance(2, {}).ok());
+  std::vector<uint32_t> row(reference.mask_words());
+  reference.FillRows({}, row.data());
+  EXPECT_EQ(DecodeRow(result.sequences(0).rows(0), n), row);
+  EXPECT_FALSE(result.sequences(0).can_terminate());
+  EXPECT_TRUE(stream.Finish().ok());
+}
+
+TEST_F(DecodeTest, OneBadSequenceLeavesTheOthersAlone) {
+  Stream stream(stub_.get());
+  v1::Constraint good;
+  good.set_regex("(ab)+");
+  stream.Open(1, good);
+  stream.Open(2, Schema(R"({"type": "object", "minProperties": "three"})"));
+  stream.Open(3, good, {}, false, "no-such-tokenizer");
+  stream.Open(4, good);
+  stream.Open(1, good);  // already open
+  // Sequence 1's READY (from a compile thread) and the refusal of its second
+  // open may arrive in either order.
+  v1::SequenceStatus first = stream.WaitStatus(1);
+  v1::SequenceStatus second = stream.WaitStatus(1);
+  if (first.state() != v1::GRAMMAR_STATE_READY) std::swap(first, second);
+  EXPECT_EQ(first.state(), v1::GRAMMAR_STATE_READY);
+  EXPECT_EQ(second.error().code(), grpc::StatusCode::ALREADY_EXISTS);
+  v1::SequenceStatus bad_schema = stream.WaitStatus(2);
+  EXPECT_EQ(bad_schema.state(), v1::GRAMMAR_STATE_FAILED);
+  EXPECT_EQ(bad_schema.error().code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(bad_schema.error().message().find("minProperties"),
+            std::string::npos)
+      << bad_schema.error().message();
+  v1::SequenceStatus unknown = stream.WaitStatus(3);
+  EXPECT_EQ(unknown.error().code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(unknown.error().message().find("no-such-tokenizer"),
+            std::string::npos);
+  EXPECT_EQ(stream.WaitStatus(4).state(), v1::GRAMMAR_STATE_READY);
+
+  // Sequence 4 reports a token the grammar refuses; 1 steps normally; 9 was
+  // never opened; 2 failed to compile.
+  const int32_t bad_token = vocab().eos_ids()[0];
+  v1::Step step;
+  for (uint64_t id : {1, 4, 9, 2}) step.add_sequences()->set_sequence_id(id);
+  step.mutable_sequences(1)->add_accepted_tokens(bad_token);
+  v1::StepResult result = stream.Step(step);
+  ASSERT_EQ(result.sequences_size(), 4);
+  EXPECT_FALSE(result.sequences(0).has_error());
+  EXPECT_EQ(result.sequences(0).rows_size(), 1);
+  EXPECT_EQ(result.sequences(1).error().code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(result.sequences(1).error().message().find("sequence 4"),
+            std::string::npos)
+      << result.sequences(1).error().message();
+  EXPECT_EQ(result.sequences(1).rows_size(), 0);
+  EXPECT_EQ(result.sequences(2).error().code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(result.sequences(3).error().code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  // The failed sequence stays failed until closed; a closed id can be
+  // opened again.
+  step.mutable_sequences(1)->clear_accepted_tokens();
+  result = stream.Step(step);
+  EXPECT_EQ(result.sequences(1).error().code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_FALSE(result.sequences(0).has_error());
+  stream.Close(4);
+  stream.Open(4, good);
+  EXPECT_EQ(stream.WaitStatus(4).state(), v1::GRAMMAR_STATE_READY);
+  step.clear_sequences();
+  step.add_sequences()->set_sequence_id(4);
+  EXPECT_FALSE(stream.Step(step).sequences(0).has_error());
+  EXPECT_TRUE(stream.Finish().ok());
+}
+
+TEST_F(DecodeTest, DroppedStreamMidStepDoesNotDisturbOthers) {
+  v1::Constraint c = Schema(kPersonSchema);
+  Stream survivor(stub_.get());
+  survivor.Open(1, c);
+  ASSERT_EQ(survivor.WaitStatus(1).state(), v1::GRAMMAR_STATE_READY);
+  for (int round = 0; round < 5; ++round) {
+    Stream doomed(stub_.get());
+    for (uint64_t id = 0; id < 64; ++id) doomed.Open(id, c);
+    for (uint64_t id = 0; id < 64; ++id) {
+      ASSERT_EQ(doomed.WaitStatus(id).state(), v1::GRAMMAR_STATE_READY);
+    }
+    v1::DecodeRequest request;
+    for (uint64_t id = 0; id < 64; ++id) {
+      request.mutable_step()->add_sequences()->set_sequence_id(id);
+    }
+    ASSERT_TRUE(doomed.rw()->Write(request));
+    doomed.context().TryCancel();  // gone while the server fills the step
+    EXPECT_FALSE(doomed.rw()->Finish().ok());
+  }
+  v1::Step step;
+  step.add_sequences()->set_sequence_id(1);
+  v1::StepResult result = survivor.Step(step);
+  EXPECT_FALSE(result.sequences(0).has_error());
+  EXPECT_TRUE(survivor.Finish().ok());
+}
+
+TEST_F(DecodeTest, CompileReportsCacheHitsAndErrors) {
+  v1::CompileRequest request;
+  request.set_tokenizer("llama3");
+  // Unique to this test, so the first compile is a miss.
+  *request.mutable_constraint() =
+      Schema(R"({"type": "array", "items": {"enum": ["compile-test", 1, 2]}})");
+  request.set_wait(true);
+  v1::CompileResponse first, second;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub_->Compile(&context, request, &first).ok());
+  }
+  EXPECT_EQ(first.state(), v1::GRAMMAR_STATE_READY);
+  EXPECT_FALSE(first.cache_hit());
+  EXPECT_GT(first.num_states(), 0);
+  // Same schema, other key order and spacing: a hit.
+  *request.mutable_constraint() =
+      Schema(R"({"items":{"enum":["compile-test",1,2]},"type":"array"})");
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub_->Compile(&context, request, &second).ok());
+  }
+  EXPECT_TRUE(second.cache_hit());
+  EXPECT_EQ(second.grammar_id(), first.grammar_id());
+
+  // A sequence may open by grammar id.
+  Stream stream(stub_.get());
+  v1::DecodeRequest open;
+  open.mutable_open()->set_sequence_id(7);
+  open.mutable_open()->set_grammar_id(first.grammar_id());
+  ASSERT_TRUE(stream.rw()->Write(open));
+  EXPECT_EQ(stream.WaitStatus(7).state(), v1::GRAMMAR_STATE_READY);
+  open.mutable_open()->set_sequence_id(8);
+  open.mutable_open()->set_grammar_id("feedface");
+  ASSERT_TRUE(stream.rw()->Write(open));
+  EXPECT_EQ(stream.WaitStatus(8).error().code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(stream.Finish().ok());
+
+  grpc::ClientContext context;
+  request.set_tokenizer("nope");
+  grpc::Status status = stub_->Compile(&context, request, &second);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(status.error_message().find("nope"), std::string::npos);
+  grpc::ClientContext context2;
+  request.set_tokenizer("llama3");
+  request.mutable_constraint()->Clear();
+  status = stub_->Compile(&context2, request, &second);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  auto metrics = testing::HttpGet(daemon_->metrics_port(), "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_NE(metrics->find("grammard_cache_hits_total"), std::string::npos);
+  EXPECT_EQ(metrics->find("grammard_cache_hits_total 0\n"), std::string::npos);
+}
+
+TEST_F(DecodeTest, HealthIsServing) {
+  auto health = grpc::health::v1::Health::NewStub(channel_);
+  grpc::ClientContext context;
+  grpc::health::v1::HealthCheckRequest request;
+  grpc::health::v1::HealthCheckResponse response;
+  ASSERT_TRUE(health->Check(&context, request, &response).ok());
+  EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+}
+
+TEST_F(DecodeTest, LiveMetricsPassPromtool) {
+  if (access("/usr/bin/promtool", X_OK) != 0) {
+    GTEST_SKIP() << "promtool is not installed (Debian package prometheus)";
+  }
+  auto metrics = testing::HttpGet(daemon_->metrics_port(), "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  for (const char* name :
+       {"grammard_compile_duration_seconds_bucket",
+        "grammard_step_duration_seconds", "grammard_mask_fill_duration_seconds",
+        "grammard_active_streams", "grammard_compile_queue_depth",
+        "grammard_build_info"}) {
+    EXPECT_NE(metrics->find(name), std::string::npos) << name;
+  }
+  const std::string path =
+      std::string(std::getenv("TEST_TMPDIR")) + "/metrics.txt";
+  FILE* f = std::fopen(path.c_str(), "w");
+  std::fwrite(metrics->data(), 1, metrics->size(), f);
+  std::fclose(f);
+  const std::string command =
+      "/usr/bin/promtool check metrics < " + path + " 2>&1";
+  FILE* p = popen(command.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  EXPECT_EQ(pclose(p), 0) << out;
+}
+
+// A daemon of its own: a compile deadline too short for any schema, and
+// SIGTERM at the end.
+TEST(DaemonTest, CompileDeadlineIsReportedAndNotCachedAndSigtermStops) {
+  if (!testing::TokenizerDir("llama3")) {
+    GTEST_SKIP() << testing::MissingDataMessage("the llama3 tokenizer");
+  }
+  testing::DaemonOptions options;
+  options.flags = {"--compile_timeout_ms=1"};
+  auto daemon = Daemon::Start(options);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto stub = v1::Grammard::NewStub(grpc::CreateChannel(
+      (*daemon)->target(), grpc::InsecureChannelCredentials()));
+  v1::CompileRequest request;
+  request.set_tokenizer("llama3");
+  *request.mutable_constraint() = Schema(kPersonSchema);
+  request.set_wait(true);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    grpc::ClientContext context;
+    v1::CompileResponse response;
+    ASSERT_TRUE(stub->Compile(&context, request, &response).ok());
+    EXPECT_EQ(response.state(), v1::GRAMMAR_STATE_FAILED);
+    EXPECT_EQ(response.error().code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+    EXPECT_NE(response.error().message().find("deadline"), std::string::npos)
+        << response.error().message();
+    EXPECT_FALSE(response.cache_hit());  // tried again, not a cached failure
+  }
+  // SIGTERM cancels an idle stream (a stream inside a step finishes it
+  // first) and the daemon exits 0.
+  grpc::ClientContext context;
+  auto rw = stub->Decode(&context);
+  v1::DecodeRequest open;
+  open.mutable_open()->set_sequence_id(1);
+  open.mutable_open()->set_tokenizer("llama3");
+  open.mutable_open()->mutable_constraint()->set_regex("a+");
+  ASSERT_TRUE(rw->Write(open));
+  v1::DecodeResponse response;
+  ASSERT_TRUE(rw->Read(&response));
+  EXPECT_EQ((*daemon)->Terminate(), 0);
+  while (rw->Read(&response)) {
+  }
+  const grpc::StatusCode code = rw->Finish().error_code();
+  EXPECT_TRUE(code == grpc::StatusCode::CANCELLED ||
+              code == grpc::StatusCode::UNAVAILABLE)
+      << code;
+}
+
+}  // namespace
+}  // namespace grammard

@@ -1,0 +1,155 @@
+#include "tests/support/daemon.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "tests/support/paths.h"
+
+namespace grammard::testing {
+namespace {
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string TempDir() {
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::string pattern =
+      absl::StrCat(base != nullptr ? base : "/tmp", "/grammard.XXXXXX");
+  if (mkdtemp(pattern.data()) == nullptr) return "";
+  return pattern;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
+    const DaemonOptions& options) {
+  std::unique_ptr<Daemon> d(new Daemon());
+  d->dir_ = TempDir();
+  if (d->dir_.empty()) return absl::InternalError("mkdtemp failed");
+  const std::string tokenizers = d->dir_ + "/tokenizers";
+  mkdir(tokenizers.c_str(), 0755);
+  for (const std::string& name : options.tokenizers) {
+    std::optional<std::string> dir = TokenizerDir(name);
+    if (!dir)
+      return absl::NotFoundError(MissingDataMessage("tokenizer " + name));
+    if (symlink(dir->c_str(), (tokenizers + "/" + name).c_str()) != 0) {
+      return absl::InternalError("symlink failed in " + tokenizers);
+    }
+  }
+  const std::string port_file = d->dir_ + "/ports";
+  d->log_path_ = d->dir_ + "/grammard.log";
+  std::vector<std::string> args = {
+      options.binary, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
+      "--port_file=" + port_file, "--tokenizer_dir=" + tokenizers};
+  args.insert(args.end(), options.flags.begin(), options.flags.end());
+
+  d->pid_ = fork();
+  if (d->pid_ < 0) return absl::InternalError("fork failed");
+  if (d->pid_ == 0) {
+    int log = open(d->log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(log, 1);
+    dup2(log, 2);
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    std::perror("execv");
+    _exit(127);
+  }
+  const auto give_up =
+      std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < give_up) {
+    int status = 0;
+    if (waitpid(d->pid_, &status, WNOHANG) == d->pid_) {
+      d->pid_ = -1;
+      return absl::InternalError(
+          absl::StrCat("grammard exited at start:\n", ReadAll(d->log_path_)));
+    }
+    std::string ports = ReadAll(port_file);
+    if (std::sscanf(ports.c_str(), "grpc=%d metrics=%d", &d->grpc_port_,
+                    &d->metrics_port_) == 2) {
+      return d;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return absl::InternalError(absl::StrCat(
+      "grammard did not serve within 60 s:\n", ReadAll(d->log_path_)));
+}
+
+Daemon::~Daemon() { Kill(); }
+
+std::string Daemon::target() const {
+  return absl::StrCat("127.0.0.1:", grpc_port_);
+}
+
+int Daemon::Wait() {
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+int Daemon::Terminate() {
+  if (pid_ <= 0) return -1;
+  kill(pid_, SIGTERM);
+  return Wait();
+}
+
+void Daemon::Kill() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  Wait();
+}
+
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return absl::UnavailableError(absl::StrCat("connect to port ", port));
+  }
+  const std::string request =
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+  if (write(fd, request.data(), request.size()) !=
+      static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return absl::UnavailableError("write failed");
+  }
+  std::string response;
+  char buf[65536];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) response.append(buf, n);
+  close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  if (response.rfind("HTTP/1.", 0) != 0 || body == std::string::npos) {
+    return absl::UnavailableError("not an HTTP response");
+  }
+  if (response.find(" 200 ") > response.find("\r\n")) {
+    return absl::UnavailableError(absl::StrCat(
+        "HTTP status: ", response.substr(0, response.find("\r\n"))));
+  }
+  return response.substr(body + 4);
+}
+
+}  // namespace grammard::testing
