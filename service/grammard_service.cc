@@ -543,3 +543,33 @@ grpc::Status GrammardService::Decode(
 }
 
 }  // namespace grammard::service
+
+namespace grammard::service {
+
+grpc::Status GrammardService::SyncGroup(grpc::ServerContext* context,
+                                        const v1::SyncGroupRequest* request,
+                                        v1::SyncGroupResponse* response) {
+  RankSync::Report report;
+  report.group = request->group_id();
+  report.round = request->round();
+  report.rank = request->rank();
+  report.world_size = request->world_size();
+  report.ready.assign(request->ready().begin(), request->ready().end());
+  report.failed.assign(request->failed().begin(), request->failed().end());
+  const auto timeout = std::chrono::milliseconds(
+      request->timeout_ms() == 0 ? 10000 : request->timeout_ms());
+  auto deadline = Clock::now() + timeout;
+  if (context->deadline() != std::chrono::system_clock::time_point::max()) {
+    deadline = std::min(
+        deadline, Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                     context->deadline() -
+                                     std::chrono::system_clock::now()));
+  }
+  auto agreed = rank_sync_.Join(report, deadline);
+  if (!agreed.ok()) return Fail(agreed.status());
+  for (uint64_t id : agreed->ready) response->add_ready(id);
+  for (uint64_t id : agreed->failed) response->add_failed(id);
+  return grpc::Status::OK;
+}
+
+}  // namespace grammard::service

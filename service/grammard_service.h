@@ -26,6 +26,7 @@
 #include "grammar/thread_pool.h"
 #include "proto/grammard.grpc.pb.h"
 #include "service/compile_pool.h"
+#include "service/rank_sync.h"
 #include "service/service_metrics.h"
 #include "service/tokenizer_registry.h"
 
@@ -60,6 +61,9 @@ class GrammardService final : public grammard::v1::Grammard::Service {
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<grammard::v1::DecodeResponse,
                                grammard::v1::DecodeRequest>* stream) override;
+  grpc::Status SyncGroup(grpc::ServerContext* context,
+                         const grammard::v1::SyncGroupRequest* request,
+                         grammard::v1::SyncGroupResponse* response) override;
 
   // New streams are refused; open streams end (UNAVAILABLE) once their
   // current step is written. Call before grpc::Server::Shutdown.
@@ -74,6 +78,7 @@ class GrammardService final : public grammard::v1::Grammard::Service {
   TokenizerRegistry* const tokenizers_;
   CompilePool* const compiles_;
   ServiceMetrics* const metrics_;
+  RankSync rank_sync_;
   absl::Mutex fill_mu_;  // held while a step uses fill_pool_
   grammar::ThreadPool fill_pool_;
 

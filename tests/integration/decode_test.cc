@@ -575,6 +575,54 @@ TEST_F(DecodeTest, LiveMetricsPassPromtool) {
   EXPECT_EQ(pclose(p), 0) << out;
 }
 
+TEST_F(DecodeTest, RankSyncAgreesAcrossRanksAndFailsMissingRanksInTime) {
+  auto sync = [&](const std::string& group, int rank, int world,
+                  std::vector<uint64_t> ready, std::vector<uint64_t> failed,
+                  v1::SyncGroupResponse* out) {
+    v1::SyncGroupRequest request;
+    request.set_group_id(group);
+    request.set_round(1);
+    request.set_rank(rank);
+    request.set_world_size(world);
+    for (uint64_t id : ready) request.add_ready(id);
+    for (uint64_t id : failed) request.add_failed(id);
+    request.set_timeout_ms(500);
+    grpc::ClientContext context;
+    return stub_->SyncGroup(&context, request, out);
+  };
+  // Group "a": rank 2 reports a compile failure for sequence 3. Group "b"
+  // runs at the same time; its rank 3 never reports.
+  std::vector<std::thread> threads;
+  std::vector<v1::SyncGroupResponse> a(4), b(3);
+  std::vector<grpc::Status> a_status(4), b_status(3);
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < 4; ++r) {
+    threads.emplace_back([&, r] {
+      a_status[r] = sync(
+          "a", r, 4, {1, 2, 3},
+          r == 2 ? std::vector<uint64_t>{3} : std::vector<uint64_t>{}, &a[r]);
+    });
+  }
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back(
+        [&, r] { b_status[r] = sync("b", r, 4, {1}, {}, &b[r]); });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_TRUE(a_status[r].ok()) << a_status[r].error_message();
+    EXPECT_EQ(std::vector<uint64_t>(a[r].ready().begin(), a[r].ready().end()),
+              std::vector<uint64_t>({1, 2}));
+    EXPECT_EQ(std::vector<uint64_t>(a[r].failed().begin(), a[r].failed().end()),
+              std::vector<uint64_t>({3}));
+  }
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(b_status[r].error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+    EXPECT_NE(b_status[r].error_message().find("rank(s) 3"), std::string::npos)
+        << b_status[r].error_message();
+  }
+}
+
 // A daemon of its own: a compile deadline too short for any schema, and
 // SIGTERM at the end.
 TEST(DaemonTest, CompileDeadlineIsReportedAndNotCachedAndSigtermStops) {
