@@ -127,6 +127,12 @@ class GrammardService::Stream {
     if (!in_step_) context_->TryCancel();
   }
 
+  // Cancels the stream if it has had no message since `cutoff`.
+  void CancelIfIdleSince(Clock::time_point cutoff) {
+    absl::MutexLock lock(&step_mu_);
+    if (!in_step_ && last_active_ < cutoff) context_->TryCancel();
+  }
+
  private:
   struct Slot {
     std::shared_ptr<CompileJob> job;
@@ -172,6 +178,7 @@ class GrammardService::Stream {
   absl::Mutex step_mu_;
   bool in_step_ ABSL_GUARDED_BY(step_mu_) = false;
   bool draining_ ABSL_GUARDED_BY(step_mu_) = false;
+  Clock::time_point last_active_ ABSL_GUARDED_BY(step_mu_) = Clock::now();
 
   const std::shared_ptr<Outbox> outbox_ = std::make_shared<Outbox>();
   std::thread notifier_;
@@ -181,6 +188,10 @@ grpc::Status GrammardService::Stream::Run() {
   v1::DecodeRequest request;
   v1::DecodeResponse response;
   while (rw_->Read(&request)) {
+    {
+      absl::MutexLock lock(&step_mu_);
+      last_active_ = Clock::now();
+    }
     switch (request.kind_case()) {
       case v1::DecodeRequest::kOpen:
         Open(request.open());
@@ -455,9 +466,31 @@ GrammardService::GrammardService(const ServiceOptions& options,
       tokenizers_(tokenizers),
       compiles_(compiles),
       metrics_(metrics),
-      fill_pool_(std::max(1, options.fill_threads)) {}
+      fill_pool_(std::max(1, options.fill_threads)) {
+  if (options_.stream_idle_timeout.count() > 0) {
+    reaper_ = std::thread([this] { Reap(); });
+  }
+}
 
-GrammardService::~GrammardService() = default;
+GrammardService::~GrammardService() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (reaper_.joinable()) reaper_.join();
+}
+
+void GrammardService::Reap() {
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    mu_.AwaitWithTimeout(
+        absl::Condition(
+            +[](bool* stopping) { return *stopping; }, &stopping_),
+        absl::Seconds(1));
+    const auto cutoff = Clock::now() - options_.stream_idle_timeout;
+    for (Stream* stream : streams_) stream->CancelIfIdleSince(cutoff);
+  }
+}
 
 grpc::Status GrammardService::Fail(const absl::Status& status) {
   metrics_->CountError(status.code());

@@ -18,8 +18,10 @@
 #ifndef GRAMMARD_SERVICE_GRAMMARD_SERVICE_H_
 #define GRAMMARD_SERVICE_GRAMMARD_SERVICE_H_
 
+#include <chrono>
 #include <memory>
 #include <set>
+#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -37,6 +39,9 @@ struct ServiceOptions {
   int fill_threads = 2;
   // Open sequences one stream may hold; more is RESOURCE_EXHAUSTED.
   int max_sequences_per_stream = 4096;
+  // A stream with no message for this long is cancelled, freeing its
+  // sequences (an engine that died without closing its stream); 0: never.
+  std::chrono::seconds stream_idle_timeout{600};
 };
 
 class GrammardService final : public grammard::v1::Grammard::Service {
@@ -73,6 +78,8 @@ class GrammardService final : public grammard::v1::Grammard::Service {
   class Stream;
 
   grpc::Status Fail(const absl::Status& status);
+  // Cancels idle streams every second until the service is destroyed.
+  void Reap();
 
   const ServiceOptions options_;
   TokenizerRegistry* const tokenizers_;
@@ -85,6 +92,8 @@ class GrammardService final : public grammard::v1::Grammard::Service {
   absl::Mutex mu_;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   std::set<Stream*> streams_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread reaper_;
 };
 
 }  // namespace grammard::service

@@ -45,6 +45,9 @@ ABSL_FLAG(int64_t, cache_bytes, int64_t{1} << 30,
           "Budget of the compiled-grammar cache, in bytes.");
 ABSL_FLAG(int, max_sequences_per_stream, 4096,
           "Open sequences one Decode stream may hold.");
+ABSL_FLAG(int, stream_idle_timeout_s, 600,
+          "Cancel a Decode stream after this long without a message (0: "
+          "never).");
 ABSL_FLAG(int, max_message_bytes, 64 << 20,
           "Largest gRPC message (tokenizer uploads are the big ones).");
 ABSL_FLAG(int, shutdown_grace_ms, 5000,
@@ -86,6 +89,8 @@ int Run() {
   service_options.fill_threads = absl::GetFlag(FLAGS_fill_threads);
   service_options.max_sequences_per_stream =
       absl::GetFlag(FLAGS_max_sequences_per_stream);
+  service_options.stream_idle_timeout =
+      std::chrono::seconds(absl::GetFlag(FLAGS_stream_idle_timeout_s));
   GrammardService service(service_options, &tokenizers, &compiles, &metrics);
 
   grammard::metrics::MetricsServer metrics_server(&registry);

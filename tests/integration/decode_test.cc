@@ -669,5 +669,32 @@ TEST(DaemonTest, CompileDeadlineIsReportedAndNotCachedAndSigtermStops) {
       << code;
 }
 
+TEST(DaemonTest, IdleStreamsAreCancelled) {
+  if (!testing::TokenizerDir("llama3")) {
+    GTEST_SKIP() << testing::MissingDataMessage("the llama3 tokenizer");
+  }
+  testing::DaemonOptions options;
+  options.flags = {"--stream_idle_timeout_s=1"};
+  auto daemon = Daemon::Start(options);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto stub = v1::Grammard::NewStub(grpc::CreateChannel(
+      (*daemon)->target(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(30));
+  auto rw = stub->Decode(&context);
+  v1::DecodeRequest open;
+  open.mutable_open()->set_sequence_id(1);
+  open.mutable_open()->set_tokenizer("llama3");
+  open.mutable_open()->mutable_constraint()->set_regex("a+");
+  ASSERT_TRUE(rw->Write(open));
+  const auto start = std::chrono::steady_clock::now();
+  v1::DecodeResponse response;
+  while (rw->Read(&response)) {
+  }
+  EXPECT_EQ(rw->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
 }  // namespace
 }  // namespace grammard
