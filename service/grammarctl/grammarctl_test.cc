@@ -1,0 +1,137 @@
+// grammarctl against the real daemon: compile and generate a small JSON
+// schema with Llama 3's tokenizer, and check the generated text is JSON that
+// fits the schema. Skips when the tokenizers are not installed.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "service/grammarctl/local_daemon.h"
+#include "tests/support/paths.h"
+
+namespace grammard::grammarctl {
+namespace {
+
+// Every value is bounded, so a random walk finishes well within max_tokens.
+constexpr char kSchema[] =
+    R"({"type": "object", "properties": {"ok": {"type": "boolean"},)"
+    R"( "size": {"enum": ["small", "large"]},)"
+    R"( "count": {"type": "integer", "minimum": 0, "maximum": 9}},)"
+    R"( "required": ["ok", "size", "count"], "additionalProperties": false})";
+
+struct CommandRun {
+  int exit_code = -1;
+  std::string out;
+};
+
+class GrammarctlTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tokenizer_ = grammard::testing::TokenizerDir("llama3").value_or("");
+    if (tokenizer_.empty()) return;
+    LocalDaemonOptions options;
+    options.binary = RunfilePath("service/grammard");
+    options.tokenizer_dirs = {tokenizer_};
+    auto daemon = LocalDaemon::Start(options);
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    daemon_ = daemon->release();
+  }
+
+  static void TearDownTestSuite() {
+    delete daemon_;
+    daemon_ = nullptr;
+  }
+
+  void SetUp() override {
+    if (tokenizer_.empty()) {
+      GTEST_SKIP() << grammard::testing::MissingDataMessage(
+          "the llama3 tokenizer");
+    }
+    ASSERT_NE(daemon_, nullptr);
+  }
+
+  // Runs grammarctl against the daemon with the given flags (each wrapped in
+  // single quotes for the shell); stdout is captured, stderr goes to the log.
+  static CommandRun Grammarctl(const std::vector<std::string>& flags) {
+    std::string command = RunfilePath("service/grammarctl/grammarctl") +
+                          " --target=" + daemon_->target() +
+                          " --tokenizer=llama3";
+    for (const std::string& flag : flags) command += " '" + flag + "'";
+    CommandRun run;
+    FILE* pipe = popen(command.c_str(), "r");
+    if (pipe == nullptr) return run;
+    char buffer[4096];
+    for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;) {
+      run.out.append(buffer, n);
+    }
+    const int status = pclose(pipe);
+    run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return run;
+  }
+
+  static std::string tokenizer_;
+  static LocalDaemon* daemon_;
+};
+
+std::string GrammarctlTest::tokenizer_;
+LocalDaemon* GrammarctlTest::daemon_ = nullptr;
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+TEST_F(GrammarctlTest, CompilesASchemaFile) {
+  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/s.json";
+  std::ofstream(path) << kSchema;
+  const CommandRun first = Grammarctl({"compile", "--json_schema=" + path});
+  ASSERT_EQ(first.exit_code, 0) << first.out;
+  EXPECT_NE(first.out.find("state=GRAMMAR_STATE_READY"), std::string::npos)
+      << first.out;
+  // The same constraint again is served from the cache.
+  const CommandRun second = Grammarctl({"compile", "--json_schema=" + path});
+  ASSERT_EQ(second.exit_code, 0) << second.out;
+  EXPECT_NE(second.out.find("cache_hit=true"), std::string::npos) << second.out;
+}
+
+TEST_F(GrammarctlTest, ReportsACompileError) {
+  const CommandRun run = Grammarctl({"compile", "--regex=(unclosed"});
+  EXPECT_EQ(run.exit_code, 1) << run.out;
+}
+
+TEST_F(GrammarctlTest, GeneratesJsonThatFitsTheSchema) {
+  const CommandRun run =
+      Grammarctl({"generate", std::string("--json_schema=") + kSchema,
+                  "--whitespace=compact", "--sequences=2", "--seed=3",
+                  "--max_tokens=256", "--tokenizer_dir=" + tokenizer_ + "/.."});
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  // Per sequence: its text on one line (compact JSON), then its summary.
+  const std::vector<std::string> lines = Lines(run.out);
+  ASSERT_EQ(lines.size(), 4u) << run.out;
+  for (size_t i = 0; i < lines.size(); i += 2) {
+    EXPECT_NE(lines[i + 1].find("terminated=true"), std::string::npos)
+        << lines[i + 1];
+    const nlohmann::json doc =
+        nlohmann::json::parse(lines[i], nullptr, /*allow_exceptions=*/false);
+    ASSERT_FALSE(doc.is_discarded()) << "not JSON: " << lines[i];
+    ASSERT_TRUE(doc.is_object()) << lines[i];
+    EXPECT_TRUE(doc["ok"].is_boolean()) << lines[i];
+    EXPECT_TRUE(doc["size"] == "small" || doc["size"] == "large") << lines[i];
+    ASSERT_TRUE(doc["count"].is_number_integer()) << lines[i];
+    EXPECT_GE(doc["count"].get<int>(), 0) << lines[i];
+    EXPECT_LE(doc["count"].get<int>(), 9) << lines[i];
+    EXPECT_EQ(doc.size(), 3u) << lines[i];
+  }
+}
+
+}  // namespace
+}  // namespace grammard::grammarctl

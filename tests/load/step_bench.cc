@@ -1,0 +1,464 @@
+// step_bench: Decode-step throughput and latency of grammard as a client
+// sees it. Starts the daemon (or uses --target), compiles one JSON schema,
+// opens --streams Decode streams of --batch sequences each, and steps them
+// as fast as it can: every step reports one random allowed token per
+// sequence (a uniform pick from its decoded mask, seeded) and waits for the
+// next masks; a sequence that terminates is closed and reopened. Prints one
+// final line to stdout:
+//
+//   RESULT batch=B steps_per_s=... step_p50_us=... step_p99_us=...
+//          bytes_per_step=... fill_p50_us=...
+//
+// steps_per_s counts steps of all streams; step_*_us is the client's round
+// trip of one step; bytes_per_step the serialized StepResult; fill_p50_us
+// the server's per-sequence mask fill time, estimated from the buckets of
+// grammard_mask_fill_duration_seconds scraped before and after the timed
+// steps. Everything else goes to stderr.
+//
+// Cost: as fast as the daemon goes; the client decodes every mask row (as a
+// node uploading it would) on one thread per stream.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "proto/grammard.grpc.pb.h"
+#include "proto/mask_rows.h"
+#include "service/grammarctl/constraint_spec.h"
+#include "service/grammarctl/decode_stream.h"
+#include "service/grammarctl/local_daemon.h"
+#include "service/grammarctl/masked_sampler.h"
+#include "tests/load/prometheus_scrape.h"
+#include "tests/support/paths.h"
+
+ABSL_FLAG(int, batch, 1, "Sequences per stream, stepped together.");
+ABSL_FLAG(int, streams, 1, "Concurrent Decode streams (one thread each).");
+ABSL_FLAG(int, steps, 500, "Timed steps per stream.");
+ABSL_FLAG(int, warmup_steps, 20, "Untimed steps per stream first.");
+ABSL_FLAG(std::string, tokenizer, "llama3", "Tokenizer to decode with.");
+ABSL_FLAG(std::string, schema, "",
+          "JSON Schema file; empty: ../shared/bench/order_schema.json beside "
+          "the source tree, else a built-in order schema.");
+ABSL_FLAG(std::string, whitespace, "compact",
+          "JSON layout: any, compact or indented. With any, a random walk "
+          "spends nearly every step on whitespace.");
+ABSL_FLAG(std::string, target, "",
+          "A running grammard's address; empty: start one.");
+ABSL_FLAG(int, metrics_port, 0,
+          "With --target: its metrics port on 127.0.0.1 (0: no fill_p50_us).");
+ABSL_FLAG(int, fill_threads, 2, "--fill_threads of the daemon started.");
+ABSL_FLAG(uint32_t, seed, 1, "Random seed (stream i: seed + i).");
+
+namespace {
+
+namespace v1 = grammard::v1;
+using grammard::grammarctl::DecodeStream;
+using Clock = std::chrono::steady_clock;
+
+constexpr char kFillHistogram[] = "grammard_mask_fill_duration_seconds";
+
+// Used when ../shared/bench is absent: the shape of a typical API payload.
+constexpr char kBuiltinSchema[] = R"({
+  "type": "object",
+  "properties": {
+    "order_id": {"type": "string", "pattern": "^ORD-[0-9]{6}$"},
+    "status": {"enum": ["pending", "paid", "shipped", "delivered"]},
+    "customer": {
+      "type": "object",
+      "properties": {
+        "name": {"type": "string", "maxLength": 80},
+        "email": {"type": "string", "format": "email"},
+        "vip": {"type": "boolean"}
+      },
+      "required": ["name", "email"],
+      "additionalProperties": false
+    },
+    "items": {
+      "type": "array", "minItems": 1, "maxItems": 20,
+      "items": {
+        "type": "object",
+        "properties": {
+          "sku": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]{4}$"},
+          "quantity": {"type": "integer", "minimum": 1, "maximum": 100},
+          "unit_price": {"type": "number", "minimum": 0}
+        },
+        "required": ["sku", "quantity", "unit_price"],
+        "additionalProperties": false
+      }
+    },
+    "notes": {"type": ["string", "null"]},
+    "total": {"type": "number"}
+  },
+  "required": ["order_id", "status", "customer", "items", "total"],
+  "additionalProperties": false
+})";
+
+// Streams warm up, then wait here while the "before" metrics are scraped,
+// so that only timed steps fall between the two scrapes.
+class StartGate {
+ public:
+  void Arrive() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++arrived_;
+    cv_.notify_all();
+  }
+  void WaitArrived(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return arrived_ >= n; });
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  void WaitOpen() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return open_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;    // guarded by mu_
+  bool open_ = false;  // guarded by mu_
+};
+
+struct StreamResult {
+  absl::Status status;
+  std::vector<double> step_us;  // timed steps only
+  double result_bytes = 0;      // summed over timed steps
+  int64_t reopened = 0;
+};
+
+struct Setup {
+  std::string target;
+  std::string grammar_id;
+  v1::Tokenizer tokenizer;
+};
+
+// One stream's life: open, warm up, pass the gate, step, close.
+class StreamRunner {
+ public:
+  StreamRunner(const Setup& setup, int index, StartGate* gate)
+      : setup_(setup),
+        rng_(absl::GetFlag(FLAGS_seed) + static_cast<uint32_t>(index)),
+        gate_(gate),
+        stub_(v1::Grammard::NewStub(grammard::grammarctl::Connect(
+            setup.target, /*private_connection=*/true))),
+        stream_(stub_.get(),
+                std::chrono::system_clock::now() + std::chrono::hours(1)),
+        words_(static_cast<size_t>(setup.tokenizer.vocab_size() + 31) / 32) {}
+
+  StreamResult Run() {
+    bool arrived = false;
+    result_.status = [&]() -> absl::Status {
+      const int batch = absl::GetFlag(FLAGS_batch);
+      for (int i = 0; i < batch; ++i) {
+        sequences_.push_back(Sequence{next_id_++});
+        if (absl::Status s = Open(sequences_.back()); !s.ok()) return s;
+      }
+      for (Sequence& seq : sequences_) {
+        auto status = stream_.WaitStatus(seq.id);
+        if (!status.ok()) return status.status();
+        if (absl::Status s = CheckReady(*status); !s.ok()) return s;
+        seq.ready = true;
+      }
+      for (int i = 0; i < absl::GetFlag(FLAGS_warmup_steps); ++i) {
+        if (absl::Status s = Step(/*timed=*/false); !s.ok()) return s;
+      }
+      gate_->Arrive();
+      arrived = true;
+      gate_->WaitOpen();
+      for (int i = 0; i < absl::GetFlag(FLAGS_steps); ++i) {
+        if (absl::Status s = Step(/*timed=*/true); !s.ok()) return s;
+      }
+      for (const Sequence& seq : sequences_) {
+        if (absl::Status s = stream_.Close(seq.id); !s.ok()) return s;
+      }
+      return stream_.Finish();
+    }();
+    if (!arrived) gate_->Arrive();  // never hold the others up
+    return std::move(result_);
+  }
+
+ private:
+  struct Sequence {
+    uint64_t id = 0;
+    int32_t pending = -1;  // the token to report at the next step
+    bool ready = false;
+  };
+
+  static absl::Status CheckReady(const v1::SequenceStatus& status) {
+    if (status.state() == v1::GRAMMAR_STATE_READY) return absl::OkStatus();
+    return absl::Status(static_cast<absl::StatusCode>(status.error().code()),
+                        status.error().message());
+  }
+
+  absl::Status Open(const Sequence& seq) {
+    v1::OpenSequence open;
+    open.set_sequence_id(seq.id);
+    open.set_tokenizer(setup_.tokenizer.name());
+    open.set_grammar_id(setup_.grammar_id);
+    return stream_.Open(open);
+  }
+
+  absl::Status Step(bool timed) {
+    if (std::none_of(sequences_.begin(), sequences_.end(),
+                     [](const Sequence& seq) { return seq.ready; })) {
+      // All reopened (batch 1, say): an empty step would measure nothing.
+      if (auto status = stream_.WaitStatus(sequences_[0].id); !status.ok()) {
+        return status.status();
+      }
+    }
+    step_.Clear();
+    step_.set_step_id(++step_id_);
+    stepped_.clear();
+    for (Sequence& seq : sequences_) {
+      if (!seq.ready) {
+        // Reopened: it joins once its READY status has come in.
+        auto status = stream_.Status(seq.id);
+        if (!status.has_value()) continue;
+        if (absl::Status s = CheckReady(*status); !s.ok()) return s;
+        seq.ready = true;
+      }
+      v1::SequenceStep* s = step_.add_sequences();
+      s->set_sequence_id(seq.id);
+      if (seq.pending >= 0) s->add_accepted_tokens(seq.pending);
+      stepped_.push_back(&seq);
+    }
+    const Clock::time_point start = Clock::now();
+    if (absl::Status s = stream_.Step(step_, &result_step_); !s.ok()) return s;
+    if (timed) {
+      result_.step_us.push_back(
+          std::chrono::duration<double, std::micro>(Clock::now() - start)
+              .count());
+      result_.result_bytes += static_cast<double>(result_step_.ByteSizeLong());
+    }
+    for (size_t i = 0; i < stepped_.size(); ++i) {
+      Sequence& seq = *stepped_[i];
+      const v1::SequenceResult& r = result_step_.sequences(static_cast<int>(i));
+      if (r.has_error()) {
+        return absl::Status(static_cast<absl::StatusCode>(r.error().code()),
+                            r.error().message());
+      }
+      if (r.terminated()) {
+        if (absl::Status s = stream_.Close(seq.id); !s.ok()) return s;
+        seq = Sequence{next_id_++};
+        if (absl::Status s = Open(seq); !s.ok()) return s;
+        ++result_.reopened;
+        continue;
+      }
+      if (r.rows_size() == 0) return absl::InternalError("a result, no row");
+      if (absl::Status s = grammard::proto::DecodeMaskRow(
+              r.rows(0), setup_.tokenizer.vocab_size(), words_.data());
+          !s.ok()) {
+        return s;
+      }
+      seq.pending = grammard::grammarctl::UniformAllowed(words_, &rng_);
+    }
+    return absl::OkStatus();
+  }
+
+  const Setup& setup_;
+  std::mt19937 rng_;
+  StartGate* const gate_;
+  std::unique_ptr<v1::Grammard::Stub> stub_;
+  DecodeStream stream_;
+  std::vector<uint32_t> words_;
+  std::vector<Sequence> sequences_;
+  std::vector<Sequence*> stepped_;
+  uint64_t next_id_ = 1;
+  uint64_t step_id_ = 0;
+  v1::Step step_;
+  v1::StepResult result_step_;
+  StreamResult result_;
+};
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "step_bench: %s\n", message.c_str());
+  return 1;
+}
+
+absl::StatusOr<std::string> SchemaText() {
+  if (const std::string flag = absl::GetFlag(FLAGS_schema); !flag.empty()) {
+    return grammard::grammarctl::ReadUserFile(flag);
+  }
+  const std::string root = grammard::testing::SourceRoot();
+  if (!root.empty()) {
+    auto text = grammard::grammarctl::ReadUserFile(
+        root + "/../shared/bench/order_schema.json");
+    if (text.ok()) return text;
+  }
+  std::fprintf(stderr,
+               "step_bench: ../shared/bench not found; using the "
+               "built-in order schema\n");
+  return std::string(kBuiltinSchema);
+}
+
+// Compiles the schema once, so that every open is by grammar id (as a node
+// that warmed its grammars up would do).
+absl::Status Prepare(v1::Grammard::Stub* stub, const std::string& schema,
+                     Setup* setup) {
+  grammard::grammarctl::ConstraintSpec spec;
+  spec.json_schema = schema;
+  spec.whitespace = absl::GetFlag(FLAGS_whitespace);
+  auto constraint = grammard::grammarctl::BuildConstraint(spec);
+  if (!constraint.ok()) return constraint.status();
+  const auto deadline =
+      std::chrono::system_clock::now() + std::chrono::minutes(2);
+  {
+    v1::ListTokenizersResponse list;
+    grpc::ClientContext context;
+    context.set_deadline(deadline);
+    grpc::Status s =
+        stub->ListTokenizers(&context, v1::ListTokenizersRequest(), &list);
+    if (!s.ok()) return absl::UnavailableError(s.error_message());
+    for (const v1::Tokenizer& t : list.tokenizers()) {
+      if (t.name() == absl::GetFlag(FLAGS_tokenizer)) setup->tokenizer = t;
+    }
+    if (setup->tokenizer.name().empty()) {
+      return absl::NotFoundError("the server has no tokenizer " +
+                                 absl::GetFlag(FLAGS_tokenizer));
+    }
+  }
+  v1::CompileRequest request;
+  request.set_tokenizer(setup->tokenizer.name());
+  *request.mutable_constraint() = *constraint;
+  request.set_wait(true);
+  v1::CompileResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(deadline);
+  grpc::Status s = stub->Compile(&context, request, &response);
+  if (!s.ok()) return absl::UnavailableError(s.error_message());
+  if (response.state() != v1::GRAMMAR_STATE_READY) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("compile: ", v1::GrammarState_Name(response.state()), " ",
+                     response.error().message()));
+  }
+  std::fprintf(stderr, "step_bench: compiled %s in %.1f ms (%d states)\n",
+               response.grammar_id().c_str(), response.compile_seconds() * 1e3,
+               response.num_states());
+  setup->grammar_id = response.grammar_id();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<grammard::load::Bucket>> ScrapeFill(int port) {
+  auto text = grammard::load::HttpGet(port, "/metrics");
+  if (!text.ok()) return text.status();
+  return grammard::load::HistogramBuckets(*text, kFillHistogram);
+}
+
+double Percentile(std::vector<double> values, double q) {
+  if (values.empty()) return std::nan("");
+  std::sort(values.begin(), values.end());
+  const size_t rank =
+      static_cast<size_t>(std::ceil(q * static_cast<double>(values.size())));
+  return values[std::max<size_t>(rank, 1) - 1];
+}
+
+int Run() {
+  const int batch = absl::GetFlag(FLAGS_batch);
+  const int streams = absl::GetFlag(FLAGS_streams);
+  if (batch < 1 || streams < 1 || absl::GetFlag(FLAGS_steps) < 1) {
+    return Fail("--batch, --streams and --steps must be >= 1");
+  }
+  auto schema = SchemaText();
+  if (!schema.ok()) return Fail(schema.status().ToString());
+
+  Setup setup;
+  setup.target = absl::GetFlag(FLAGS_target);
+  int metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  std::unique_ptr<grammard::grammarctl::LocalDaemon> daemon;
+  if (setup.target.empty()) {
+    const std::string name = absl::GetFlag(FLAGS_tokenizer);
+    const auto dir = grammard::testing::TokenizerDir(name);
+    if (!dir.has_value()) {
+      return Fail(grammard::testing::MissingDataMessage("tokenizer " + name));
+    }
+    grammard::grammarctl::LocalDaemonOptions options;
+    options.binary = grammard::grammarctl::RunfilePath("service/grammard");
+    options.tokenizer_dirs = {*dir};
+    options.extra_args = {
+        absl::StrCat("--fill_threads=", absl::GetFlag(FLAGS_fill_threads))};
+    auto started = grammard::grammarctl::LocalDaemon::Start(options);
+    if (!started.ok()) return Fail(started.status().ToString());
+    daemon = *std::move(started);
+    setup.target = daemon->target();
+    metrics_port = daemon->metrics_port();
+  }
+  {
+    auto stub =
+        v1::Grammard::NewStub(grammard::grammarctl::Connect(setup.target));
+    if (absl::Status s = Prepare(stub.get(), *schema, &setup); !s.ok()) {
+      return Fail(s.ToString());
+    }
+  }
+
+  StartGate gate;
+  std::vector<StreamResult> results(static_cast<size_t>(streams));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < streams; ++i) {
+    threads.emplace_back([&, i] {
+      results[static_cast<size_t>(i)] = StreamRunner(setup, i, &gate).Run();
+    });
+  }
+  gate.WaitArrived(streams);
+  absl::StatusOr<std::vector<grammard::load::Bucket>> before =
+      absl::UnavailableError("no --metrics_port");
+  if (metrics_port > 0) before = ScrapeFill(metrics_port);
+  const Clock::time_point start = Clock::now();
+  gate.Open();
+  for (std::thread& t : threads) t.join();
+  const double seconds =
+      std::chrono::duration<double>(Clock::now() - start).count();
+
+  std::vector<double> step_us;
+  double bytes = 0;
+  int64_t reopened = 0;
+  for (const StreamResult& r : results) {
+    if (!r.status.ok()) return Fail(r.status.ToString());
+    step_us.insert(step_us.end(), r.step_us.begin(), r.step_us.end());
+    bytes += r.result_bytes;
+    reopened += r.reopened;
+  }
+  double fill_p50_us = std::nan("");
+  if (before.ok()) {
+    auto after = ScrapeFill(metrics_port);
+    if (!after.ok()) return Fail(after.status().ToString());
+    fill_p50_us = 1e6 * grammard::load::HistogramQuantile(
+                            grammard::load::Subtract(*after, *before), 0.5);
+  } else {
+    std::fprintf(stderr, "step_bench: no fill times: %s\n",
+                 before.status().ToString().c_str());
+  }
+  std::fprintf(stderr,
+               "step_bench: %d stream(s) x %d sequences, %zu timed steps in "
+               "%.2f s, %lld sequences reopened\n",
+               streams, batch, step_us.size(), seconds,
+               static_cast<long long>(reopened));
+  std::printf(
+      "RESULT batch=%d steps_per_s=%.1f step_p50_us=%.1f step_p99_us=%.1f "
+      "bytes_per_step=%.0f fill_p50_us=%.2f\n",
+      batch, static_cast<double>(step_us.size()) / seconds,
+      Percentile(step_us, 0.5), Percentile(step_us, 0.99),
+      bytes / static_cast<double>(step_us.size()), fill_p50_us);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return Run();
+}
