@@ -623,18 +623,30 @@ TEST_F(DecodeTest, RankSyncAgreesAcrossRanksAndFailsMissingRanksInTime) {
   }
 }
 
-// A daemon of its own: a compile deadline too short for any schema, and
-// SIGTERM at the end.
-TEST(DaemonTest, CompileDeadlineIsReportedAndNotCachedAndSigtermStops) {
+// Starts a daemon of a test's own with extra flags; leaves `daemon` null
+// (the test skipped or failed) when it cannot.
+void StartOwnDaemon(std::vector<std::string> flags,
+                    std::unique_ptr<Daemon>* daemon,
+                    std::unique_ptr<v1::Grammard::Stub>* stub) {
   if (!testing::TokenizerDir("llama3")) {
     GTEST_SKIP() << testing::MissingDataMessage("the llama3 tokenizer");
   }
   testing::DaemonOptions options;
-  options.flags = {"--compile_timeout_ms=1"};
-  auto daemon = Daemon::Start(options);
-  ASSERT_TRUE(daemon.ok()) << daemon.status();
-  auto stub = v1::Grammard::NewStub(grpc::CreateChannel(
+  options.flags = std::move(flags);
+  auto started = Daemon::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  *daemon = *std::move(started);
+  *stub = v1::Grammard::NewStub(grpc::CreateChannel(
       (*daemon)->target(), grpc::InsecureChannelCredentials()));
+}
+
+// A daemon of its own: a compile deadline too short for any schema, and
+// SIGTERM at the end.
+TEST(DaemonTest, CompileDeadlineIsReportedAndNotCachedAndSigtermStops) {
+  std::unique_ptr<Daemon> daemon;
+  std::unique_ptr<v1::Grammard::Stub> stub;
+  StartOwnDaemon({"--compile_timeout_ms=1"}, &daemon, &stub);
+  if (daemon == nullptr) return;
   v1::CompileRequest request;
   request.set_tokenizer("llama3");
   *request.mutable_constraint() = Schema(kPersonSchema);
@@ -660,7 +672,7 @@ TEST(DaemonTest, CompileDeadlineIsReportedAndNotCachedAndSigtermStops) {
   ASSERT_TRUE(rw->Write(open));
   v1::DecodeResponse response;
   ASSERT_TRUE(rw->Read(&response));
-  EXPECT_EQ((*daemon)->Terminate(), 0);
+  EXPECT_EQ(daemon->Terminate(), 0);
   while (rw->Read(&response)) {
   }
   const grpc::StatusCode code = rw->Finish().error_code();
@@ -670,15 +682,10 @@ TEST(DaemonTest, CompileDeadlineIsReportedAndNotCachedAndSigtermStops) {
 }
 
 TEST(DaemonTest, IdleStreamsAreCancelled) {
-  if (!testing::TokenizerDir("llama3")) {
-    GTEST_SKIP() << testing::MissingDataMessage("the llama3 tokenizer");
-  }
-  testing::DaemonOptions options;
-  options.flags = {"--stream_idle_timeout_s=1"};
-  auto daemon = Daemon::Start(options);
-  ASSERT_TRUE(daemon.ok()) << daemon.status();
-  auto stub = v1::Grammard::NewStub(grpc::CreateChannel(
-      (*daemon)->target(), grpc::InsecureChannelCredentials()));
+  std::unique_ptr<Daemon> daemon;
+  std::unique_ptr<v1::Grammard::Stub> stub;
+  StartOwnDaemon({"--stream_idle_timeout_s=1"}, &daemon, &stub);
+  if (daemon == nullptr) return;
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::seconds(30));
