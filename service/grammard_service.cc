@@ -19,6 +19,16 @@ namespace {
 namespace v1 = grammard::v1;
 using Clock = std::chrono::steady_clock;
 
+// The RPC's deadline on the steady clock; max when the client set none.
+Clock::time_point SteadyDeadline(const grpc::ServerContext& context) {
+  const auto deadline = context.deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) {
+    return Clock::time_point::max();
+  }
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                            deadline - std::chrono::system_clock::now());
+}
+
 grpc::Status ToGrpc(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
                       std::string(status.message()));
@@ -538,13 +548,7 @@ grpc::Status GrammardService::Compile(grpc::ServerContext* context,
   response->set_cache_hit(submitted->cache_hit);
   std::shared_ptr<const GrammarEntry> entry = submitted->job->result();
   if (entry == nullptr && request->wait()) {
-    const auto remaining =
-        context->deadline() - std::chrono::system_clock::now();
-    entry = submitted->job->WaitUntil(
-        context->deadline() == std::chrono::system_clock::time_point::max()
-            ? Clock::time_point::max()
-            : Clock::now() +
-                  std::chrono::duration_cast<Clock::duration>(remaining));
+    entry = submitted->job->WaitUntil(SteadyDeadline(*context));
   }
   if (entry == nullptr) {
     response->set_state(v1::GRAMMAR_STATE_COMPILING);
@@ -591,14 +595,8 @@ grpc::Status GrammardService::SyncGroup(grpc::ServerContext* context,
   report.failed.assign(request->failed().begin(), request->failed().end());
   const auto timeout = std::chrono::milliseconds(
       request->timeout_ms() == 0 ? 10000 : request->timeout_ms());
-  auto deadline = Clock::now() + timeout;
-  if (context->deadline() != std::chrono::system_clock::time_point::max()) {
-    deadline = std::min(
-        deadline, Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                     context->deadline() -
-                                     std::chrono::system_clock::now()));
-  }
-  auto agreed = rank_sync_.Join(report, deadline);
+  auto agreed = rank_sync_.Join(
+      report, std::min(Clock::now() + timeout, SteadyDeadline(*context)));
   if (!agreed.ok()) return Fail(agreed.status());
   for (uint64_t id : agreed->ready) response->add_ready(id);
   for (uint64_t id : agreed->failed) response->add_failed(id);

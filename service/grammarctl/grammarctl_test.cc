@@ -13,7 +13,7 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "service/grammarctl/local_daemon.h"
+#include "tests/support/daemon.h"
 #include "tests/support/paths.h"
 
 namespace grammard::grammarctl {
@@ -36,10 +36,7 @@ class GrammarctlTest : public ::testing::Test {
   static void SetUpTestSuite() {
     tokenizer_ = grammard::testing::TokenizerDir("llama3").value_or("");
     if (tokenizer_.empty()) return;
-    LocalDaemonOptions options;
-    options.binary = RunfilePath("service/grammard");
-    options.tokenizer_dirs = {tokenizer_};
-    auto daemon = LocalDaemon::Start(options);
+    auto daemon = grammard::testing::Daemon::Start({});
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = daemon->release();
   }
@@ -60,9 +57,9 @@ class GrammarctlTest : public ::testing::Test {
   // Runs grammarctl against the daemon with the given flags (each wrapped in
   // single quotes for the shell); stdout is captured, stderr goes to the log.
   static CommandRun Grammarctl(const std::vector<std::string>& flags) {
-    std::string command = RunfilePath("service/grammarctl/grammarctl") +
-                          " --target=" + daemon_->target() +
-                          " --tokenizer=llama3";
+    std::string command =
+        grammard::testing::RunfilePath("service/grammarctl/grammarctl") +
+        " --target=" + daemon_->target() + " --tokenizer=llama3";
     for (const std::string& flag : flags) command += " '" + flag + "'";
     CommandRun run;
     FILE* pipe = popen(command.c_str(), "r");
@@ -77,11 +74,11 @@ class GrammarctlTest : public ::testing::Test {
   }
 
   static std::string tokenizer_;
-  static LocalDaemon* daemon_;
+  static grammard::testing::Daemon* daemon_;
 };
 
 std::string GrammarctlTest::tokenizer_;
-LocalDaemon* GrammarctlTest::daemon_ = nullptr;
+grammard::testing::Daemon* GrammarctlTest::daemon_ = nullptr;
 
 std::vector<std::string> Lines(const std::string& text) {
   std::vector<std::string> lines;

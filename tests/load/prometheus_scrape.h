@@ -1,10 +1,10 @@
 // Reading a histogram off a Prometheus /metrics endpoint, for benchmarks
 // that report server-side timings (grammard_mask_fill_duration_seconds)
-// without linking the server: a minimal HTTP/1.0 GET, the bucket lines of
-// one histogram, and a quantile estimated the way PromQL's
+// without linking the server (scrape with testing::HttpGet): the bucket
+// lines of one histogram, and a quantile estimated the way PromQL's
 // histogram_quantile does (linear inside the bucket holding the rank).
 //
-// Cost: one TCP connection per scrape; parsing is linear in the text.
+// Cost: parsing is linear in the text.
 // Thread-safety: pure functions.
 #ifndef GRAMMARD_TESTS_LOAD_PROMETHEUS_SCRAPE_H_
 #define GRAMMARD_TESTS_LOAD_PROMETHEUS_SCRAPE_H_
@@ -15,9 +15,6 @@
 #include "absl/status/statusor.h"
 
 namespace grammard::load {
-
-// The body of http://127.0.0.1:<port><path>; an error unless it is a 200.
-absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
 
 // One cumulative bucket: observations <= upper_bound (+inf for the last).
 struct Bucket {

@@ -37,9 +37,9 @@
 #include "proto/mask_rows.h"
 #include "service/grammarctl/constraint_spec.h"
 #include "service/grammarctl/decode_stream.h"
-#include "service/grammarctl/local_daemon.h"
 #include "service/grammarctl/masked_sampler.h"
 #include "tests/load/prometheus_scrape.h"
+#include "tests/support/daemon.h"
 #include "tests/support/paths.h"
 
 ABSL_FLAG(int, batch, 1, "Sequences per stream, stepped together.");
@@ -354,7 +354,7 @@ absl::Status Prepare(v1::Grammard::Stub* stub, const std::string& schema,
 }
 
 absl::StatusOr<std::vector<grammard::load::Bucket>> ScrapeFill(int port) {
-  auto text = grammard::load::HttpGet(port, "/metrics");
+  auto text = grammard::testing::HttpGet(port, "/metrics");
   if (!text.ok()) return text.status();
   return grammard::load::HistogramBuckets(*text, kFillHistogram);
 }
@@ -379,19 +379,13 @@ int Run() {
   Setup setup;
   setup.target = absl::GetFlag(FLAGS_target);
   int metrics_port = absl::GetFlag(FLAGS_metrics_port);
-  std::unique_ptr<grammard::grammarctl::LocalDaemon> daemon;
+  std::unique_ptr<grammard::testing::Daemon> daemon;
   if (setup.target.empty()) {
-    const std::string name = absl::GetFlag(FLAGS_tokenizer);
-    const auto dir = grammard::testing::TokenizerDir(name);
-    if (!dir.has_value()) {
-      return Fail(grammard::testing::MissingDataMessage("tokenizer " + name));
-    }
-    grammard::grammarctl::LocalDaemonOptions options;
-    options.binary = grammard::grammarctl::RunfilePath("service/grammard");
-    options.tokenizer_dirs = {*dir};
-    options.extra_args = {
+    grammard::testing::DaemonOptions options;
+    options.tokenizers = {absl::GetFlag(FLAGS_tokenizer)};
+    options.flags = {
         absl::StrCat("--fill_threads=", absl::GetFlag(FLAGS_fill_threads))};
-    auto started = grammard::grammarctl::LocalDaemon::Start(options);
+    auto started = grammard::testing::Daemon::Start(options);
     if (!started.ok()) return Fail(started.status().ToString());
     daemon = *std::move(started);
     setup.target = daemon->target();

@@ -9,9 +9,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -50,14 +52,23 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
     std::optional<std::string> dir = TokenizerDir(name);
     if (!dir)
       return absl::NotFoundError(MissingDataMessage("tokenizer " + name));
-    if (symlink(dir->c_str(), (tokenizers + "/" + name).c_str()) != 0) {
+    const std::string link = tokenizers + "/" + name;
+    if (symlink(dir->c_str(), link.c_str()) != 0) {
       return absl::InternalError("symlink failed in " + tokenizers);
     }
+    d->tokenizer_links_.push_back(link);
+  }
+  const std::string binary = options.binary.rfind('/', 0) == 0
+                                 ? options.binary
+                                 : RunfilePath(options.binary);
+  if (binary.empty()) {
+    return absl::NotFoundError(absl::StrCat(
+        "no runfile ", options.binary, " (list //service:grammard as data)"));
   }
   const std::string port_file = d->dir_ + "/ports";
   d->log_path_ = d->dir_ + "/grammard.log";
   std::vector<std::string> args = {
-      options.binary, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
+      binary, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
       "--port_file=" + port_file, "--tokenizer_dir=" + tokenizers};
   args.insert(args.end(), options.flags.begin(), options.flags.end());
 
@@ -94,7 +105,15 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
       "grammard did not serve within 60 s:\n", ReadAll(d->log_path_)));
 }
 
-Daemon::~Daemon() { Kill(); }
+Daemon::~Daemon() {
+  Kill();
+  for (const std::string& link : tokenizer_links_) unlink(link.c_str());
+  rmdir((dir_ + "/tokenizers").c_str());
+  for (const char* file : {"/ports", "/ports.tmp", "/grammard.log"}) {
+    unlink((dir_ + file).c_str());
+  }
+  rmdir(dir_.c_str());
+}
 
 std::string Daemon::target() const {
   return absl::StrCat("127.0.0.1:", grpc_port_);
@@ -120,34 +139,39 @@ void Daemon::Kill() {
 }
 
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::InternalError(strerror(errno));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    const std::string error = strerror(errno);
     close(fd);
-    return absl::UnavailableError(absl::StrCat("connect to port ", port));
+    return absl::UnavailableError(
+        absl::StrCat("connect 127.0.0.1:", port, ": ", error));
   }
+  // HTTP/1.0: the server closes the connection after the response, which
+  // marks its end.
   const std::string request =
       absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
   if (write(fd, request.data(), request.size()) !=
       static_cast<ssize_t>(request.size())) {
     close(fd);
-    return absl::UnavailableError("write failed");
+    return absl::UnavailableError("short write of the HTTP request");
   }
   std::string response;
-  char buf[65536];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof(buf))) > 0) response.append(buf, n);
+  char buffer[16384];
+  for (ssize_t n; (n = read(fd, buffer, sizeof(buffer))) > 0;) {
+    response.append(buffer, static_cast<size_t>(n));
+  }
   close(fd);
   const size_t body = response.find("\r\n\r\n");
-  if (response.rfind("HTTP/1.", 0) != 0 || body == std::string::npos) {
-    return absl::UnavailableError("not an HTTP response");
-  }
-  if (response.find(" 200 ") > response.find("\r\n")) {
+  const size_t space = response.find(' ');
+  if (body == std::string::npos || space == std::string::npos ||
+      response.compare(space + 1, 3, "200") != 0) {
     return absl::UnavailableError(absl::StrCat(
-        "HTTP status: ", response.substr(0, response.find("\r\n"))));
+        "GET ", path, ": ", response.substr(0, response.find('\r'))));
   }
   return response.substr(body + 4);
 }

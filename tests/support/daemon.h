@@ -17,8 +17,8 @@
 namespace grammard::testing {
 
 struct DaemonOptions {
-  // The grammard binary; relative paths are taken from the current
-  // directory (a test's runfiles root, where data deps live).
+  // The grammard binary: a runfile (the target lists //service:grammard as
+  // data) or an absolute path.
   std::string binary = "service/grammard";
   // Tokenizers to serve, by name, from TokenizerDir (paths.h).
   std::vector<std::string> tokenizers = {"llama3"};
@@ -33,7 +33,7 @@ class Daemon {
   // exits or never serves.
   static absl::StatusOr<std::unique_ptr<Daemon>> Start(
       const DaemonOptions& options);
-  // Kills the daemon if still running.
+  // Kills the daemon if still running and removes its folder.
   ~Daemon();
 
   std::string target() const;  // "127.0.0.1:<grpc port>"
@@ -53,7 +53,8 @@ class Daemon {
   pid_t pid_ = -1;
   int grpc_port_ = 0;
   int metrics_port_ = 0;
-  std::string dir_;
+  std::string dir_;  // tokenizers/, the port file and the log
+  std::vector<std::string> tokenizer_links_;
   std::string log_path_;
 };
 

@@ -2,9 +2,11 @@
 
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <climits>
 #include <cstdlib>
+#include <vector>
 
 namespace grammard::testing {
 namespace {
@@ -26,24 +28,30 @@ std::string Dirname(const std::string& path) {
 
 // The WORKSPACE file in the runfiles tree is a symlink into the source tree.
 std::string RootFromRunfiles() {
+  const std::string link = RunfilePath("WORKSPACE");
+  char resolved[PATH_MAX];
+  if (link.empty() || realpath(link.c_str(), resolved) == nullptr) return "";
+  return Dirname(resolved);
+}
+
+}  // namespace
+
+std::string RunfilePath(const std::string& workspace_relative) {
+  std::vector<std::string> dirs;
   for (const char* var : {"TEST_SRCDIR", "RUNFILES_DIR"}) {
-    std::string dir = Env(var);
-    if (dir.empty()) continue;
-    std::string link = dir + "/grammard/WORKSPACE";
-    char resolved[PATH_MAX];
-    if (realpath(link.c_str(), resolved) != nullptr) return Dirname(resolved);
+    if (std::string dir = Env(var); !dir.empty()) dirs.push_back(dir);
   }
   // `bazel run` without RUNFILES_DIR: the binary's own runfiles folder.
   char exe[PATH_MAX];
   if (realpath("/proc/self/exe", exe) != nullptr) {
-    std::string link = std::string(exe) + ".runfiles/grammard/WORKSPACE";
-    char resolved[PATH_MAX];
-    if (realpath(link.c_str(), resolved) != nullptr) return Dirname(resolved);
+    dirs.push_back(std::string(exe) + ".runfiles");
+  }
+  for (const std::string& dir : dirs) {
+    const std::string path = dir + "/grammard/" + workspace_relative;
+    if (access(path.c_str(), F_OK) == 0) return path;
   }
   return "";
 }
-
-}  // namespace
 
 std::string SourceRoot() {
   std::string root = Env("GRAMMARD_SOURCE_ROOT");

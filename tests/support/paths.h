@@ -15,6 +15,11 @@
 
 namespace grammard::testing {
 
+// A file of the runfiles tree by its workspace-relative name (e.g.
+// "service/grammard", a data dependency), for code run by `bazel test` or
+// `bazel run`; empty when there is no such file.
+std::string RunfilePath(const std::string& workspace_relative);
+
 // The source tree's root: found from the runfiles symlink of //:WORKSPACE
 // (targets using this library get it as data), or BUILD_WORKSPACE_DIRECTORY
 // under `bazel run`. Empty when neither is available.
