@@ -58,6 +58,24 @@ ServiceMetrics::ServiceMetrics(metrics::Registry* r) {
                                  "Bytes held by the compiled-grammar cache."));
   cache_entries = Must(r->AddGauge("grammard_cache_entries",
                                    "Compiled grammars held by the cache."));
+  redis_hits = Must(r->AddCounter(
+      "grammard_redis_hits_total",
+      "Local-cache misses served by a compiled grammar from Redis."));
+  redis_misses = Must(r->AddCounter(
+      "grammard_redis_misses_total",
+      "Local-cache misses that Redis could not serve either."));
+  redis_errors = Must(r->AddCounter(
+      "grammard_redis_errors_total",
+      "Redis calls that failed, timed out or were skipped by the breaker."));
+  redis_rejected = Must(r->AddCounter(
+      "grammard_redis_rejected_total",
+      "Values read from Redis that were corrupt or of another version."));
+  redis_remote_waits = Must(r->AddCounter(
+      "grammard_redis_remote_waits_total",
+      "Compiles awaited from another replica holding the compile lease."));
+  redis_breaker_open = Must(r->AddGauge(
+      "grammard_redis_breaker_open",
+      "1 while the Redis circuit breaker is open (Redis is being skipped)."));
   active_streams =
       Must(r->AddGauge("grammard_active_streams", "Open Decode streams."));
   active_sequences = Must(r->AddGauge("grammard_active_sequences",

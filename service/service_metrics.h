@@ -41,6 +41,13 @@ struct ServiceMetrics {
   metrics::Counter* cache_evictions;
   metrics::Gauge* cache_bytes;
   metrics::Gauge* cache_entries;
+  // The shared tier (Redis); all stay zero when it is not configured.
+  metrics::Counter* redis_hits;
+  metrics::Counter* redis_misses;
+  metrics::Counter* redis_errors;
+  metrics::Counter* redis_rejected;
+  metrics::Counter* redis_remote_waits;
+  metrics::Gauge* redis_breaker_open;
   metrics::Gauge* active_streams;
   metrics::Gauge* active_sequences;
   metrics::Counter* steps;
