@@ -58,6 +58,10 @@ class GrammarCompiler {
   // A grammar in the internal form (any front end's output).
   absl::StatusOr<CompiledGrammar> Compile(
       const Grammar& grammar, const CompileOptions& options = {}) const;
+  // A grammar from SerializeGrammar's bytes (serialize.h), for this
+  // compiler's vocabulary. FailedPrecondition for bytes of another engine,
+  // format or tokenizer; DataLoss for damaged bytes.
+  absl::StatusOr<CompiledGrammar> Deserialize(std::string_view bytes) const;
 
  private:
   std::shared_ptr<const internal::TokenIndex> index_;

@@ -22,6 +22,12 @@ struct GrammarData {
       : index(std::move(index_in)),
         pda(std::move(pda_in)),
         table(pda, *index, deadline) {}
+  // A grammar loaded back (serialize.h): nothing is recomputed.
+  GrammarData(std::shared_ptr<const TokenIndex> index_in, Pda pda_in,
+              TokenTable table_in)
+      : index(std::move(index_in)),
+        pda(std::move(pda_in)),
+        table(std::move(table_in)) {}
 
   std::shared_ptr<const TokenIndex> index;
   Pda pda;

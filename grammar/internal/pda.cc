@@ -168,3 +168,123 @@ size_t Pda::MemoryBytes() const {
 }
 
 }  // namespace grammard::grammar::internal
+
+namespace grammard::grammar::internal {
+namespace {
+
+// A run of bytes [lo, hi] leading to one state: rows are mostly dead, and a
+// JSON string's row is a few runs.
+struct ByteRun {
+  uint8_t lo;
+  uint8_t hi;
+  uint16_t unused;
+  int32_t target;
+};
+
+bool InRange(int32_t v, int32_t n) { return v >= 0 && v < n; }
+
+}  // namespace
+
+void Pda::Save(ByteWriter* out) const {
+  out->Put<int32_t>(num_states());
+  out->Put<int32_t>(num_rules());
+  out->Put<int32_t>(root_rule_);
+  std::vector<uint32_t> run_offsets = {0};
+  std::vector<ByteRun> runs;
+  for (int32_t s = 0; s < num_states(); ++s) {
+    for (int b = 0; b < 256;) {
+      const int32_t t = Next(s, static_cast<uint8_t>(b));
+      int e = b;
+      while (e + 1 < 256 && Next(s, static_cast<uint8_t>(e + 1)) == t) ++e;
+      if (t != kDead) {
+        runs.push_back(
+            {static_cast<uint8_t>(b), static_cast<uint8_t>(e), 0, t});
+      }
+      b = e + 1;
+    }
+    run_offsets.push_back(static_cast<uint32_t>(runs.size()));
+  }
+  out->PutVector(run_offsets);
+  out->PutVector(runs);
+  out->PutVector(final_);
+  out->PutVector(calls_);
+  out->PutVector(call_offsets_);
+  out->PutVector(rule_start_);
+  out->PutVector(state_rule_);
+  for (const std::string& name : rule_names_) out->PutString(name);
+  for (const std::vector<int32_t>& r : return_states_) out->PutVector(r);
+}
+
+absl::StatusOr<Pda> Pda::Load(ByteReader* in) {
+  Pda pda;
+  int32_t states = 0, rules = 0;
+  std::vector<uint32_t> run_offsets;
+  std::vector<ByteRun> runs;
+  if (!in->Get(&states) || !in->Get(&rules) || !in->Get(&pda.root_rule_) ||
+      states < 0 || rules <= 0 || !InRange(pda.root_rule_, rules) ||
+      !in->GetVector(&run_offsets) || !in->GetVector(&runs) ||
+      run_offsets.size() != static_cast<size_t>(states) + 1 ||
+      run_offsets[0] != 0 || run_offsets.back() != runs.size()) {
+    in->Fail();
+    return in->status();
+  }
+  pda.next_.assign(static_cast<size_t>(states) * 256, kDead);
+  for (int32_t s = 0; s < states; ++s) {
+    if (run_offsets[s + 1] < run_offsets[s] ||
+        run_offsets[s + 1] > runs.size()) {
+      return in->Fail(), in->status();
+    }
+    for (uint32_t k = run_offsets[s]; k < run_offsets[s + 1]; ++k) {
+      const ByteRun& r = runs[k];
+      if (r.lo > r.hi || !InRange(r.target, states)) {
+        return in->Fail(), in->status();
+      }
+      for (int b = r.lo; b <= r.hi; ++b) pda.SetNext(s, b, r.target);
+    }
+  }
+  if (!in->GetVector(&pda.final_) || !in->GetVector(&pda.calls_) ||
+      !in->GetVector(&pda.call_offsets_) || !in->GetVector(&pda.rule_start_) ||
+      !in->GetVector(&pda.state_rule_) ||
+      pda.final_.size() != static_cast<size_t>(states) ||
+      pda.call_offsets_.size() != static_cast<size_t>(states) + 1 ||
+      pda.call_offsets_[0] != 0 ||
+      pda.call_offsets_.back() != pda.calls_.size() ||
+      pda.rule_start_.size() != static_cast<size_t>(rules) ||
+      pda.state_rule_.size() != static_cast<size_t>(states)) {
+    return in->Fail(), in->status();
+  }
+  for (int32_t s = 0; s < states; ++s) {
+    if (pda.call_offsets_[s + 1] < pda.call_offsets_[s] ||
+        !InRange(pda.state_rule_[s], rules)) {
+      return in->Fail(), in->status();
+    }
+  }
+  for (const PdaCall& c : pda.calls_) {
+    if (!InRange(c.rule, rules) || !InRange(c.return_state, states)) {
+      return in->Fail(), in->status();
+    }
+  }
+  for (int32_t start : pda.rule_start_) {
+    if (!InRange(start, states)) return in->Fail(), in->status();
+  }
+  pda.rule_names_.resize(rules);
+  pda.return_states_.resize(rules);
+  for (std::string& name : pda.rule_names_) {
+    if (!in->GetString(&name)) return in->status();
+  }
+  for (std::vector<int32_t>& r : pda.return_states_) {
+    if (!in->GetVector(&r)) return in->status();
+    for (int32_t s : r) {
+      if (!InRange(s, states)) return in->Fail(), in->status();
+    }
+  }
+  pda.has_bytes_.assign(states, 0);
+  for (int32_t s = 0; s < states; ++s) {
+    const int32_t* row = pda.next_.data() + static_cast<size_t>(s) * 256;
+    pda.has_bytes_[s] =
+        std::any_of(row, row + 256, [](int32_t t) { return t != kDead; });
+  }
+  return pda;
+}
+
+}  // namespace grammard::grammar::internal

@@ -16,6 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "grammar/internal/byte_io.h"
+
 namespace grammard::grammar::internal {
 
 struct PdaCall {
@@ -82,6 +85,12 @@ class Pda {
   }
   void SetRoot(int32_t rule) { root_rule_ = rule; }
   void Finish();
+
+  // The finished Pda in serialize.h's form, and back. Load checks every
+  // index it reads, so a malformed buffer is DataLoss, never a Pda that
+  // reads out of bounds.
+  void Save(ByteWriter* out) const;
+  static absl::StatusOr<Pda> Load(ByteReader* in);
 
  private:
   struct PendingCall {

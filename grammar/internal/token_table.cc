@@ -523,3 +523,102 @@ size_t TokenTable::MemoryBytes() const {
 }
 
 }  // namespace grammard::grammar::internal
+
+namespace grammard::grammar::internal {
+namespace {
+
+// Contexts nest one level per caller; a bound keeps a malformed buffer from
+// recursing deep.
+constexpr int kMaxLoadDepth = 64;
+
+bool LoadIds(ByteReader* in, int32_t vocab_size, std::vector<int32_t>* ids) {
+  if (!in->GetVector(ids)) return false;
+  for (int32_t id : *ids) {
+    if (id < 0 || id >= vocab_size) return in->Fail();
+  }
+  return true;
+}
+
+void SaveContext(const ContextTokens& c, ByteWriter* out) {
+  out->Put<int32_t>(c.return_state);
+  c.accepted.Save(out);
+  out->PutVector(c.uncertain);
+  out->Put<uint64_t>(c.contexts.size());
+  for (const ContextTokens& d : c.contexts) SaveContext(d, out);
+}
+
+bool LoadContexts(ByteReader* in, int32_t states, int32_t vocab_size, int depth,
+                  std::vector<ContextTokens>* out) {
+  uint64_t n = 0;
+  if (!in->Get(&n)) return false;
+  if (n > 0 && depth >= kMaxLoadDepth) return in->Fail();
+  for (uint64_t i = 0; i < n; ++i) {
+    ContextTokens c;
+    if (!in->Get(&c.return_state) || c.return_state < 0 ||
+        c.return_state >= states || !c.accepted.Load(in, vocab_size) ||
+        !LoadIds(in, vocab_size, &c.uncertain) ||
+        !LoadContexts(in, states, vocab_size, depth + 1, &c.contexts)) {
+      return in->Fail();
+    }
+    // Context() finds them by binary search.
+    if (!out->empty() && out->back().return_state >= c.return_state) {
+      return in->Fail();
+    }
+    out->push_back(std::move(c));
+  }
+  return true;
+}
+
+}  // namespace
+
+void TokenSet::Save(ByteWriter* out) const {
+  out->PutVector(bits_);
+  out->PutVector(ids_);
+}
+
+bool TokenSet::Load(ByteReader* in, int32_t vocab_size) {
+  if (!in->GetVector(&bits_) || !LoadIds(in, vocab_size, &ids_)) return false;
+  const size_t words = (static_cast<size_t>(vocab_size) + 31) / 32;
+  if (!bits_.empty() && bits_.size() != words) return in->Fail();
+  return true;
+}
+
+void TokenTable::Save(ByteWriter* out) const {
+  out->PutVector(slot_);
+  out->Put<uint64_t>(tables_.size());
+  for (const StateTokens& t : tables_) {
+    t.accepted.Save(out);
+    out->PutVector(t.uncertain);
+    out->Put<uint64_t>(t.contexts.size());
+    for (const ContextTokens& c : t.contexts) SaveContext(c, out);
+  }
+}
+
+absl::StatusOr<TokenTable> TokenTable::Load(ByteReader* in, const Pda& pda,
+                                            int32_t vocab_size) {
+  TokenTable table;
+  uint64_t n = 0;
+  if (!in->GetVector(&table.slot_) || !in->Get(&n) ||
+      table.slot_.size() != static_cast<size_t>(pda.num_states()) ||
+      n > table.slot_.size()) {
+    return in->Fail(), in->status();
+  }
+  for (int32_t s = 0; s < pda.num_states(); ++s) {
+    const int32_t slot = table.slot_[s];
+    // The matcher looks up a table for exactly the states that read bytes.
+    if ((slot >= 0) != pda.HasBytes(s) || slot >= static_cast<int64_t>(n)) {
+      return in->Fail(), in->status();
+    }
+  }
+  table.tables_.resize(n);
+  for (StateTokens& t : table.tables_) {
+    if (!t.accepted.Load(in, vocab_size) ||
+        !LoadIds(in, vocab_size, &t.uncertain) ||
+        !LoadContexts(in, pda.num_states(), vocab_size, 1, &t.contexts)) {
+      return in->Fail(), in->status();
+    }
+  }
+  return table;
+}
+
+}  // namespace grammard::grammar::internal

@@ -26,6 +26,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "grammar/internal/byte_io.h"
 #include "grammar/internal/pda.h"
 #include "grammar/internal/token_index.h"
 
@@ -46,6 +48,10 @@ class TokenSet {
   // bitset be copied rather than merged.
   void AddTo(uint32_t* row, int32_t words, bool* clean) const;
   size_t MemoryBytes() const;
+
+  void Save(ByteWriter* out) const;
+  // False (and `in` failed) unless every id is below `vocab_size`.
+  bool Load(ByteReader* in, int32_t vocab_size);
 
  private:
   std::vector<uint32_t> bits_;  // empty when ids_ holds the set
@@ -95,7 +101,16 @@ class TokenTable {
 
   size_t MemoryBytes() const;
 
+  // The table in serialize.h's form, and back, for `pda` over a vocabulary
+  // of `vocab_size` ids; Load checks every index, and that exactly the
+  // states that read bytes have a table.
+  void Save(ByteWriter* out) const;
+  static absl::StatusOr<TokenTable> Load(ByteReader* in, const Pda& pda,
+                                         int32_t vocab_size);
+
  private:
+  TokenTable() = default;
+
   std::vector<int32_t> slot_;
   std::vector<StateTokens> tables_;
   bool timed_out_ = false;
