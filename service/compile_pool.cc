@@ -6,6 +6,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "service/cache_value.h"
 #include "service/constraint.h"
 
 namespace grammard::service {
@@ -72,8 +73,8 @@ void CompileJob::Finish(std::shared_ptr<const GrammarEntry> entry) {
 }
 
 CompilePool::CompilePool(const Options& options, GrammarCache* cache,
-                         ServiceMetrics* metrics)
-    : options_(options), cache_(cache), metrics_(metrics) {
+                         ServiceMetrics* metrics, SharedCache* shared)
+    : options_(options), cache_(cache), metrics_(metrics), shared_(shared) {
   for (int i = 0; i < std::max(1, options_.threads); ++i) {
     threads_.emplace_back([this] { Work(); });
   }
@@ -162,6 +163,103 @@ void CompilePool::Work() {
 }
 
 void CompilePool::Run(Task& task) {
+  const std::string& id = task.job->id();
+  bool leased = false;
+  std::shared_ptr<GrammarEntry> entry;
+  if (shared_ != nullptr) {
+    entry = FromFleet(task, std::chrono::steady_clock::now() + options_.timeout,
+                      &leased);
+  }
+  const bool compiled_here = entry == nullptr;
+  if (compiled_here) entry = Compile(task);
+  // A deadline or cancellation says nothing about the grammar: the next
+  // request should try again rather than find this failure.
+  const bool cacheable =
+      entry->status.code() != absl::StatusCode::kDeadlineExceeded &&
+      entry->status.code() != absl::StatusCode::kCancelled;
+  if (shared_ != nullptr && compiled_here && cacheable) {
+    shared_
+        ->Put(id, EncodeCacheValue(*entry),
+              entry->status.ok() ? options_.shared_ttl : options_.negative_ttl)
+        .IgnoreError();  // counted by the tier; the local tier still has it
+  }
+  if (leased) shared_->ReleaseLease(id);
+  if (cacheable) cache_->Insert(entry);
+  {
+    absl::MutexLock lock(&mu_);
+    in_flight_.erase(id);
+  }
+  task.job->Finish(std::move(entry));
+}
+
+std::shared_ptr<GrammarEntry> CompilePool::Fetch(const Task& task,
+                                                 bool* failed) {
+  absl::StatusOr<std::optional<std::string>> value =
+      shared_->Get(task.job->id());
+  if (!value.ok()) {
+    *failed = true;
+    return nullptr;
+  }
+  if (!value->has_value()) return nullptr;
+  absl::StatusOr<std::shared_ptr<GrammarEntry>> entry =
+      DecodeCacheValue(**value, task.job->id(), *task.tokenizer->compiler);
+  if (!entry.ok()) {
+    // Compiled again and overwritten by whoever takes the lease next.
+    metrics_->redis_rejected->Increment();
+    return nullptr;
+  }
+  metrics_->redis_hits->Increment();
+  return *std::move(entry);
+}
+
+std::shared_ptr<GrammarEntry> CompilePool::FromFleet(
+    const Task& task, std::chrono::steady_clock::time_point until,
+    bool* leased) {
+  const std::string& id = task.job->id();
+  bool failed = false;
+  if (auto hit = Fetch(task, &failed)) return hit;
+  if (failed) return nullptr;
+  metrics_->redis_misses->Increment();
+  bool counted_wait = false;
+  absl::Duration pause = absl::Milliseconds(10);
+  for (;;) {
+    absl::StatusOr<bool> taken = shared_->AcquireLease(id);
+    if (!taken.ok()) return nullptr;
+    if (*taken) {
+      *leased = true;
+      return nullptr;
+    }
+    if (!counted_wait) {
+      metrics_->redis_remote_waits->Increment();
+      counted_wait = true;
+    }
+    // Another replica compiles it: wait for its value, or for its lease to
+    // go (finished without a value to share, or died) and try to take it.
+    for (;;) {
+      if (absl::FromChrono(until - std::chrono::steady_clock::now()) < pause) {
+        return nullptr;
+      }
+      {
+        absl::MutexLock lock(&mu_);
+        if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), pause)) {
+          auto entry = std::make_shared<GrammarEntry>();
+          entry->id = id;
+          entry->status =
+              absl::CancelledError("compile: the server is stopping");
+          return entry;
+        }
+      }
+      pause = std::min(pause * 1.5, absl::Milliseconds(100));
+      if (auto hit = Fetch(task, &failed)) return hit;
+      if (failed) return nullptr;
+      absl::StatusOr<bool> held = shared_->LeaseHeld(id);
+      if (!held.ok()) return nullptr;
+      if (!*held) break;
+    }
+  }
+}
+
+std::shared_ptr<GrammarEntry> CompilePool::Compile(const Task& task) {
   metrics_->compiles_running->Add(1);
   const auto start = std::chrono::steady_clock::now();
   CompileLimits limits;
@@ -190,17 +288,7 @@ void CompilePool::Run(Task& task) {
                        options_.timeout.count(), " ms)"));
     }
   }
-  // A deadline or cancellation says nothing about the grammar: the next
-  // request should try again rather than find this failure.
-  const bool cacheable =
-      entry->status.code() != absl::StatusCode::kDeadlineExceeded &&
-      entry->status.code() != absl::StatusCode::kCancelled;
-  if (cacheable) cache_->Insert(entry);
-  {
-    absl::MutexLock lock(&mu_);
-    in_flight_.erase(task.job->id());
-  }
-  task.job->Finish(std::move(entry));
+  return entry;
 }
 
 }  // namespace grammard::service

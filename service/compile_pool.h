@@ -8,6 +8,15 @@
 // ResourceExhausted. Finished compiles go to the GrammarCache, failures
 // included unless a retry could succeed.
 //
+// With a SharedCache (the fleet's tier, e.g. Redis), a local miss looks
+// there next, on the compile thread: a hit is loaded instead of compiled. A
+// miss takes the fleet's compile lease, so one replica compiles while the
+// others poll for its result until their deadline; if the lease lapses
+// without a result (its holder died), one of them takes it over. Results go
+// to both tiers; failures that would repeat are kept in the shared tier for
+// negative_ttl only. Trouble with the shared tier never fails a request:
+// the grammar is compiled here instead.
+//
 // Cost: Submit hashes the canonical constraint (SHA-256) and takes two
 // mutexes; compiles run on the pool's threads.
 // Thread-safety: every method may be called from any thread. Listeners run
@@ -30,6 +39,7 @@
 #include "proto/grammard.pb.h"
 #include "service/grammar_cache.h"
 #include "service/service_metrics.h"
+#include "service/shared_cache.h"
 #include "service/tokenizer_registry.h"
 
 namespace grammard::service {
@@ -75,11 +85,15 @@ class CompilePool {
     int max_queue = 256;
     std::chrono::milliseconds timeout{30000};
     int32_t max_states = 100000;
+    // How long the shared tier keeps grammars, and failures.
+    std::chrono::milliseconds shared_ttl{std::chrono::hours(24)};
+    std::chrono::milliseconds negative_ttl{std::chrono::seconds(60)};
   };
 
-  // `cache` and `metrics` must outlive the pool.
+  // `cache`, `metrics` and `shared` (may be null: local only) must outlive
+  // the pool.
   CompilePool(const Options& options, GrammarCache* cache,
-              ServiceMetrics* metrics);
+              ServiceMetrics* metrics, SharedCache* shared = nullptr);
   // Fails queued compiles (Cancelled) and waits for running ones, which the
   // engine finishes or abandons at their deadline.
   ~CompilePool();
@@ -106,10 +120,22 @@ class CompilePool {
 
   void Work();
   void Run(Task& task);
+  // The compile itself, timed and counted.
+  std::shared_ptr<GrammarEntry> Compile(const Task& task);
+  // The grammar from the shared tier, waiting (until `until`) while another
+  // replica holds the compile lease; null when this replica should compile
+  // it, `*leased` saying whether it holds the lease.
+  std::shared_ptr<GrammarEntry> FromFleet(
+      const Task& task, std::chrono::steady_clock::time_point until,
+      bool* leased);
+  // A valid value of the shared tier for `id`; null if none, if it is
+  // damaged or stale (counted), or if the tier failed (`*failed`).
+  std::shared_ptr<GrammarEntry> Fetch(const Task& task, bool* failed);
 
   const Options options_;
   GrammarCache* const cache_;
   ServiceMetrics* const metrics_;
+  SharedCache* const shared_;
   absl::Mutex mu_;
   std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
   std::unordered_map<std::string, std::shared_ptr<CompileJob>> in_flight_

@@ -12,6 +12,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -21,6 +22,7 @@
 #include "service/grammar_cache.h"
 #include "service/grammard_service.h"
 #include "service/metrics/metrics_server.h"
+#include "service/redis/redis_tier.h"
 #include "service/service_metrics.h"
 #include "service/tokenizer_registry.h"
 
@@ -50,6 +52,27 @@ ABSL_FLAG(int, stream_idle_timeout_s, 600,
           "never).");
 ABSL_FLAG(int, max_message_bytes, 64 << 20,
           "Largest gRPC message (tokenizer uploads are the big ones).");
+ABSL_FLAG(std::string, redis, "",
+          "host:port of the Redis that shares compiled grammars across "
+          "replicas; empty: local cache only.");
+ABSL_FLAG(std::string, redis_user, "", "Redis ACL user (with a password).");
+ABSL_FLAG(std::string, redis_password_file, "",
+          "File holding the Redis password (e.g. a mounted Secret).");
+ABSL_FLAG(bool, redis_tls, false, "Connect to Redis over TLS.");
+ABSL_FLAG(std::string, redis_tls_ca_file, "",
+          "CA certificates to verify Redis with; empty: the system's.");
+ABSL_FLAG(std::string, redis_prefix, "grammard:",
+          "Prefix of every Redis key, to share one Redis between uses.");
+ABSL_FLAG(int, redis_timeout_ms, 100,
+          "Limit on each Redis connect and command.");
+ABSL_FLAG(int, redis_ttl_s, 86400, "How long Redis keeps a compiled grammar.");
+ABSL_FLAG(int, redis_negative_ttl_s, 60,
+          "How long Redis keeps a failed compile (an invalid schema).");
+ABSL_FLAG(int64_t, redis_max_value_bytes, int64_t{256} << 20,
+          "Compiled grammars larger than this stay out of Redis.");
+ABSL_FLAG(int, redis_lease_ms, 3000,
+          "Lifetime of the fleet-wide compile lease (renewed while held); a "
+          "replica that dies mid-compile blocks others this long at most.");
 ABSL_FLAG(int, shutdown_grace_ms, 5000,
           "On SIGTERM, how long in-flight calls may take before cancelled.");
 
@@ -61,6 +84,41 @@ using grammard::service::GrammardService;
 using grammard::service::ServiceMetrics;
 using grammard::service::ServiceOptions;
 using grammard::service::TokenizerRegistry;
+using grammard::service::redis::RedisTier;
+
+// The shared tier from the --redis* flags; null when --redis is empty.
+absl::StatusOr<std::unique_ptr<RedisTier>> MakeRedisTier(
+    ServiceMetrics* metrics) {
+  const std::string address = absl::GetFlag(FLAGS_redis);
+  if (address.empty()) return nullptr;
+  RedisTier::Options o;
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos ||
+      !absl::SimpleAtoi(address.substr(colon + 1), &o.redis.port)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--redis=", address, ": expected host:port"));
+  }
+  o.redis.host = address.substr(0, colon);
+  o.redis.user = absl::GetFlag(FLAGS_redis_user);
+  if (const std::string path = absl::GetFlag(FLAGS_redis_password_file);
+      !path.empty()) {
+    std::ifstream in(path);
+    if (!in) {
+      return absl::NotFoundError(
+          absl::StrCat("--redis_password_file=", path, ": cannot read"));
+    }
+    std::getline(in, o.redis.password);
+  }
+  o.redis.tls = absl::GetFlag(FLAGS_redis_tls);
+  o.redis.tls_ca_file = absl::GetFlag(FLAGS_redis_tls_ca_file);
+  o.redis.timeout =
+      std::chrono::milliseconds(absl::GetFlag(FLAGS_redis_timeout_ms));
+  o.prefix = absl::GetFlag(FLAGS_redis_prefix);
+  o.max_value_bytes =
+      static_cast<size_t>(absl::GetFlag(FLAGS_redis_max_value_bytes));
+  o.lease = std::chrono::milliseconds(absl::GetFlag(FLAGS_redis_lease_ms));
+  return std::make_unique<RedisTier>(o, metrics);
+}
 
 int Run() {
   TokenizerRegistry tokenizers;
@@ -84,7 +142,20 @@ int Run() {
   pool_options.timeout =
       std::chrono::milliseconds(absl::GetFlag(FLAGS_compile_timeout_ms));
   pool_options.max_states = absl::GetFlag(FLAGS_max_grammar_states);
-  CompilePool compiles(pool_options, &cache, &metrics);
+  pool_options.shared_ttl =
+      std::chrono::seconds(absl::GetFlag(FLAGS_redis_ttl_s));
+  pool_options.negative_ttl =
+      std::chrono::seconds(absl::GetFlag(FLAGS_redis_negative_ttl_s));
+  absl::StatusOr<std::unique_ptr<RedisTier>> redis = MakeRedisTier(&metrics);
+  if (!redis.ok()) {
+    std::fprintf(stderr, "grammard: %s\n", redis.status().ToString().c_str());
+    return 2;
+  }
+  if (*redis != nullptr) {
+    std::printf("grammard: sharing compiled grammars through redis %s\n",
+                absl::GetFlag(FLAGS_redis).c_str());
+  }
+  CompilePool compiles(pool_options, &cache, &metrics, redis->get());
   ServiceOptions service_options;
   service_options.fill_threads = absl::GetFlag(FLAGS_fill_threads);
   service_options.max_sequences_per_stream =
@@ -159,5 +230,8 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // A peer that hangs up (Redis over TLS, whose writes cannot say
+  // MSG_NOSIGNAL) must give an error, not end the process.
+  signal(SIGPIPE, SIG_IGN);
   return Run();
 }

@@ -61,9 +61,9 @@ ServiceMetrics::ServiceMetrics(metrics::Registry* r) {
   redis_hits = Must(r->AddCounter(
       "grammard_redis_hits_total",
       "Local-cache misses served by a compiled grammar from Redis."));
-  redis_misses = Must(r->AddCounter(
-      "grammard_redis_misses_total",
-      "Local-cache misses that Redis could not serve either."));
+  redis_misses = Must(
+      r->AddCounter("grammard_redis_misses_total",
+                    "Local-cache misses that Redis could not serve either."));
   redis_errors = Must(r->AddCounter(
       "grammard_redis_errors_total",
       "Redis calls that failed, timed out or were skipped by the breaker."));

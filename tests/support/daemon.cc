@@ -31,20 +31,12 @@ std::string ReadAll(const std::string& path) {
   return ss.str();
 }
 
-std::string TempDir() {
-  const char* base = std::getenv("TEST_TMPDIR");
-  std::string pattern =
-      absl::StrCat(base != nullptr ? base : "/tmp", "/grammard.XXXXXX");
-  if (mkdtemp(pattern.data()) == nullptr) return "";
-  return pattern;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
     const DaemonOptions& options) {
   std::unique_ptr<Daemon> d(new Daemon());
-  d->dir_ = TempDir();
+  d->dir_ = MakeTempDir();
   if (d->dir_.empty()) return absl::InternalError("mkdtemp failed");
   const std::string tokenizers = d->dir_ + "/tokenizers";
   mkdir(tokenizers.c_str(), 0755);

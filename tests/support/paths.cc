@@ -92,3 +92,14 @@ std::string MissingDataMessage(const std::string& what) {
 }
 
 }  // namespace grammard::testing
+
+namespace grammard::testing {
+
+std::string MakeTempDir() {
+  std::string base = Env("TEST_TMPDIR");
+  std::string pattern = (base.empty() ? "/tmp" : base) + "/grammard.XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr) return "";
+  return pattern;
+}
+
+}  // namespace grammard::testing

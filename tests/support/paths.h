@@ -32,6 +32,9 @@ std::optional<std::string> SharedDataDir();
 // tokenizer_config.json), e.g. TokenizerDir("llama3"), when it exists.
 std::optional<std::string> TokenizerDir(const std::string& name);
 
+// A new empty folder under $TEST_TMPDIR (or /tmp); empty on failure.
+std::string MakeTempDir();
+
 // The message tests print when they skip for missing data.
 std::string MissingDataMessage(const std::string& what);
 
