@@ -1,9 +1,12 @@
 #include "service/compile_pool.h"
 
+#include <map>
+#include <set>
 #include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "service/constraint.h"
 #include "service/metrics/metrics.h"
 
 namespace grammard::service {
@@ -163,6 +166,110 @@ TEST(GrammarCacheTest, EvictsLeastRecentlyUsedWithinTheBudget) {
   GrammarCache tiny(one / 2, &metrics);
   tiny.Insert(make("big"));
   EXPECT_EQ(tiny.size(), 0u);
+}
+
+// An in-memory shared tier: a map, leases that never lapse, and a switch
+// that makes every call fail as an unreachable Redis would.
+class FakeSharedCache : public SharedCache {
+ public:
+  absl::StatusOr<std::optional<std::string>> Get(
+      const std::string& id) override {
+    absl::MutexLock lock(&mu_);
+    if (down_) return absl::UnavailableError("down");
+    auto it = values_.find(id);
+    if (it == values_.end()) return std::nullopt;
+    return it->second;
+  }
+  absl::Status Put(const std::string& id, std::string_view value,
+                   std::chrono::milliseconds) override {
+    absl::MutexLock lock(&mu_);
+    if (down_) return absl::UnavailableError("down");
+    values_[id] = std::string(value);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<bool> AcquireLease(const std::string& id) override {
+    absl::MutexLock lock(&mu_);
+    if (down_) return absl::UnavailableError("down");
+    return leases_.insert(id).second;
+  }
+  absl::StatusOr<bool> LeaseHeld(const std::string& id) override {
+    absl::MutexLock lock(&mu_);
+    if (down_) return absl::UnavailableError("down");
+    return leases_.count(id) > 0;
+  }
+  void ReleaseLease(const std::string& id) override {
+    absl::MutexLock lock(&mu_);
+    leases_.erase(id);
+  }
+
+  absl::Mutex mu_;
+  bool down_ = false;
+  std::map<std::string, std::string> values_;
+  std::set<std::string> leases_;
+};
+
+TEST_F(CompilePoolTest, SharedTierServesAnotherReplicaWithoutCompiling) {
+  FakeSharedCache shared;
+  metrics::Registry registry_a, registry_b;
+  ServiceMetrics metrics_a(&registry_a), metrics_b(&registry_b);
+  GrammarCache cache_a(size_t{1} << 30, &metrics_a);
+  GrammarCache cache_b(size_t{1} << 30, &metrics_b);
+  CompilePool a({}, &cache_a, &metrics_a, &shared);
+  CompilePool b({}, &cache_b, &metrics_b, &shared);
+  auto compiled = a.Submit(tokenizer_, Regex("(ab)+x"));
+  ASSERT_TRUE(compiled.ok());
+  auto entry_a =
+      compiled->job->WaitUntil(Clock::now() + std::chrono::seconds(30));
+  ASSERT_TRUE(entry_a->status.ok());
+  EXPECT_TRUE(shared.leases_.empty());  // released after the compile
+  auto loaded = b.Submit(tokenizer_, Regex("(ab)+x"));
+  ASSERT_TRUE(loaded.ok());
+  auto entry_b =
+      loaded->job->WaitUntil(Clock::now() + std::chrono::seconds(30));
+  ASSERT_TRUE(entry_b->status.ok());
+  EXPECT_EQ(entry_b->grammar->num_states(), entry_a->grammar->num_states());
+  EXPECT_EQ(metrics_b.redis_hits->Value(), 1);
+  EXPECT_EQ(metrics_b.CompileSeconds("regex")->Count(), 0);
+  EXPECT_EQ(metrics_a.CompileSeconds("regex")->Count(), 1);
+}
+
+TEST_F(CompilePoolTest, WaitsForTheLeaseHolderThenTakesOverWhenItGoes) {
+  FakeSharedCache shared;
+  CompilePool pool({}, &cache_, &metrics_, &shared);
+  const std::string id = GrammarId(tokenizer_->vocab->fingerprint(),
+                                   *CanonicalConstraint(Regex("a+b")));
+  shared.leases_.insert(id);  // another replica compiles it
+  auto submitted = pool.Submit(tokenizer_, Regex("a+b"));
+  ASSERT_TRUE(submitted.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(submitted->job->result(), nullptr);  // waiting
+  EXPECT_EQ(metrics_.redis_remote_waits->Value(), 1);
+  shared.ReleaseLease(id);  // it went away without a result
+  auto entry =
+      submitted->job->WaitUntil(Clock::now() + std::chrono::seconds(30));
+  ASSERT_NE(entry, nullptr);
+  EXPECT_TRUE(entry->status.ok());
+  EXPECT_EQ(metrics_.CompileSeconds("regex")->Count(), 1);
+  EXPECT_EQ(shared.values_.count(id), 1u);
+}
+
+TEST_F(CompilePoolTest, FailingSharedTierFallsBackToLocalCompiles) {
+  FakeSharedCache shared;
+  shared.down_ = true;
+  CompilePool pool({}, &cache_, &metrics_, &shared);
+  auto entry = Finish(pool, Regex("x+"));
+  ASSERT_NE(entry, nullptr);
+  EXPECT_TRUE(entry->status.ok());
+  // A damaged value is rejected, compiled again and replaced.
+  shared.down_ = false;
+  const std::string id = GrammarId(tokenizer_->vocab->fingerprint(),
+                                   *CanonicalConstraint(Regex("1+")));
+  shared.values_[id] = "damaged";
+  entry = Finish(pool, Regex("1+"));
+  ASSERT_NE(entry, nullptr);
+  EXPECT_TRUE(entry->status.ok());
+  EXPECT_EQ(metrics_.redis_rejected->Value(), 1);
+  EXPECT_NE(shared.values_[id], "damaged");
 }
 
 }  // namespace

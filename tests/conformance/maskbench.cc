@@ -29,8 +29,7 @@
 // holds one split's decompressed lines and every mask time (4 bytes each).
 // Thread-safety: cases run in parallel on a ThreadPool (--threads, default
 // 2) sharing one GrammarCompiler (thread-safe); each case, and so each timed
-// mask, runs on one thread. Files are decompressed with `gzip -dc` through
-// popen (third_party has no zlib target).
+// mask, runs on one thread.
 #include <dirent.h>
 
 #include <algorithm>
@@ -54,6 +53,7 @@
 #include "grammar/thread_pool.h"
 #include "grammar/vocabulary.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/gzip_lines.h"
 #include "tests/support/paths.h"
 
 ABSL_FLAG(std::string, data, "",
@@ -241,31 +241,6 @@ void PrintRow(const std::string& name, Totals& t) {
       At(t.ttfm, 99), t.ttfm.empty() ? 0.0 : t.ttfm.back());
 }
 
-// Up to `limit` (0: all) lines of a gzip file, through `gzip -dc`.
-std::optional<std::vector<std::string>> ReadGzipLines(const std::string& path,
-                                                      int limit) {
-  std::string quoted = "'";
-  for (char ch : path)
-    quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  FILE* f = popen(("gzip -dc " + quoted + "'").c_str(), "r");
-  if (f == nullptr) return std::nullopt;
-  std::vector<std::string> lines;
-  char* buf = nullptr;
-  size_t cap = 0;
-  ssize_t n;
-  while ((limit == 0 || static_cast<int>(lines.size()) < limit) &&
-         (n = getline(&buf, &cap, f)) > 0) {
-    std::string line(buf, n);
-    while (!line.empty() && (line.back() == '\n' || line.back() == '\r'))
-      line.pop_back();
-    if (!line.empty()) lines.push_back(std::move(line));
-  }
-  free(buf);
-  int status = pclose(f);
-  if (limit == 0 && status != 0) return std::nullopt;
-  return lines;
-}
-
 int Run() {
   std::string dir = absl::GetFlag(FLAGS_data);
   if (dir.empty()) {
@@ -328,7 +303,8 @@ int Run() {
   std::vector<std::string> invalidations, validations;
   PrintHeader();
   for (const std::string& name : files) {
-    auto lines = ReadGzipLines(dir + "/" + name, absl::GetFlag(FLAGS_limit));
+    auto lines =
+        testing::ReadGzipLines(dir + "/" + name, absl::GetFlag(FLAGS_limit));
     if (!lines) {
       std::fprintf(stderr, "cannot read %s/%s\n", dir.c_str(), name.c_str());
       return 1;
