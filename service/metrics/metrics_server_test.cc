@@ -129,8 +129,9 @@ TEST_F(MetricsServerTest, ConcurrentScrapesAndUpdates) {
   std::atomic<bool> done{false};
   std::vector<std::thread> writers;
   for (int t = 0; t < 2; ++t) {
-    writers.emplace_back([&, t] {
-      Counter* counter = *family->WithLabels({std::to_string(t)});
+    // Made before any scrape: a scrape may come before a writer runs.
+    Counter* counter = *family->WithLabels({std::to_string(t)});
+    writers.emplace_back([&done, counter] {
       while (!done.load()) counter->Increment();
     });
   }
