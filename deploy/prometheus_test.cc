@@ -42,23 +42,6 @@ using nlohmann::json;
 
 constexpr auto kDeadline = std::chrono::seconds(60);
 
-// A port free on 127.0.0.1 right now (Prometheus takes no port 0 that it
-// would report back).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
-}
-
 std::string UrlEncode(const std::string& s) {
   std::string out;
   for (unsigned char c : s) {
@@ -85,7 +68,7 @@ class Prometheus {
       std::unique_ptr<Prometheus> p(new Prometheus());
       p->dir_ = MakeTempDir();
       if (p->dir_.empty()) return absl::InternalError("mkdtemp failed");
-      p->port_ = FreePort();
+      p->port_ = grammard::testing::FreeLoopbackPort();
       const std::string config = p->dir_ + "/prometheus.yml";
       std::ofstream(config)
           << "global:\n"

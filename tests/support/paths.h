@@ -35,6 +35,11 @@ std::optional<std::string> TokenizerDir(const std::string& name);
 // A new empty folder under $TEST_TMPDIR (or /tmp); empty on failure.
 std::string MakeTempDir();
 
+// A TCP port free on 127.0.0.1 right now, for servers that cannot take
+// port 0 and report it back (redis-server, prometheus); 0 on failure. Free
+// unless another process grabs it first: callers retry.
+int FreeLoopbackPort();
+
 // The message tests print when they skip for missing data.
 std::string MissingDataMessage(const std::string& what);
 

@@ -1,8 +1,6 @@
 #include "tests/support/redis_server.h"
 
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,23 +17,6 @@ namespace grammard::testing {
 namespace {
 
 constexpr char kRedis[] = "/usr/bin/redis-server";
-
-// A port the kernel just handed out and took back: free unless another
-// process grabs it in between, which Start retries.
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
-}
 
 }  // namespace
 
@@ -63,7 +44,7 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(
   }
   absl::Status s;
   for (int attempt = 0; attempt < 5; ++attempt) {
-    r->port_ = FreePort();
+    r->port_ = FreeLoopbackPort();
     s = r->Launch();
     if (s.ok()) return r;
   }
