@@ -22,6 +22,19 @@ absl::Status Corrupt(const char* why) {
   return absl::DataLossError(absl::StrCat("cached grammar: ", why));
 }
 
+// A string member, "" when absent; false when it has another type (Json's
+// own value() would throw, and the value comes from outside the process).
+bool StringMember(const Json& object, const char* key, std::string* out) {
+  auto it = object.find(key);
+  if (it == object.end()) {
+    out->clear();
+    return true;
+  }
+  if (!it->is_string()) return false;
+  *out = it->get<std::string>();
+  return true;
+}
+
 }  // namespace
 
 std::string EncodeCacheValue(const GrammarEntry& entry) {
@@ -103,13 +116,20 @@ absl::StatusOr<std::shared_ptr<GrammarEntry>> DecodeCacheValue(
   }
   auto entry = std::make_shared<GrammarEntry>();
   entry->id = id;
-  entry->compile_seconds = header.value("compile_seconds", 0.0);
+  if (auto seconds = header.find("compile_seconds"); seconds != header.end()) {
+    if (!seconds->is_number()) return Corrupt("bad compile time");
+    entry->compile_seconds = seconds->get<double>();
+  }
   const int code = header["code"].get<int>();
   if (code < 0 || code > 16) return Corrupt("bad status code");
   for (const Json& d : header["dropped"]) {
-    if (!d.is_object()) return Corrupt("bad dropped keyword");
-    entry->dropped.push_back({d.value("keyword", ""), d.value("pointer", ""),
-                              d.value("reason", "")});
+    grammar::DroppedKeyword dropped;
+    if (!d.is_object() || !StringMember(d, "keyword", &dropped.keyword) ||
+        !StringMember(d, "pointer", &dropped.pointer) ||
+        !StringMember(d, "reason", &dropped.reason)) {
+      return Corrupt("bad dropped keyword");
+    }
+    entry->dropped.push_back(std::move(dropped));
   }
   const std::string_view grammar_bytes = body.substr(4 + head_len);
   if (code != 0) {
