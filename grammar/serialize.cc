@@ -70,7 +70,7 @@ absl::StatusOr<CompiledGrammar> GrammarCompiler::Deserialize(
         "compiled grammar: made for another tokenizer (fingerprint differs)");
   }
   if (!in.Get(&crc) || !in.GetString(&payload) || !in.done()) {
-    return in.Fail(), in.status();
+    return in.Malformed();
   }
   if (Crc32(payload) != crc) {
     return absl::DataLossError("compiled grammar: checksum mismatch");
@@ -81,7 +81,7 @@ absl::StatusOr<CompiledGrammar> GrammarCompiler::Deserialize(
   absl::StatusOr<internal::TokenTable> table =
       internal::TokenTable::Load(&body, *pda, vocabulary().size());
   if (!table.ok()) return table.status();
-  if (!body.done()) return body.Fail(), body.status();
+  if (!body.done()) return body.Malformed();
   return CompiledGrammar(std::make_shared<internal::GrammarData>(
       index_, *std::move(pda), *std::move(table)));
 }

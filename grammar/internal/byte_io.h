@@ -77,6 +77,11 @@ class ByteReader {
     ok_ = false;
     return false;
   }
+  // Fail(), as a status to return.
+  absl::Status Malformed() {
+    Fail();
+    return status();
+  }
   absl::Status status() const {
     return ok_ ? absl::OkStatus()
                : absl::DataLossError("compiled grammar: malformed data");

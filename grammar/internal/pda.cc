@@ -20,13 +20,17 @@ int32_t Pda::AddState(int32_t rule, bool final) {
   return id;
 }
 
-void Pda::Finish() {
+void Pda::ComputeHasBytes() {
   has_bytes_.assign(num_states(), 0);
   for (int32_t s = 0; s < num_states(); ++s) {
     const int32_t* row = next_.data() + static_cast<size_t>(s) * 256;
     has_bytes_[s] =
         std::any_of(row, row + 256, [](int32_t t) { return t != kDead; });
   }
+}
+
+void Pda::Finish() {
+  ComputeHasBytes();
   std::stable_sort(pending_calls_.begin(), pending_calls_.end(),
                    [](const PendingCall& a, const PendingCall& b) {
                      return a.state < b.state;
@@ -225,19 +229,18 @@ absl::StatusOr<Pda> Pda::Load(ByteReader* in) {
       !in->GetVector(&run_offsets) || !in->GetVector(&runs) ||
       run_offsets.size() != static_cast<size_t>(states) + 1 ||
       run_offsets[0] != 0 || run_offsets.back() != runs.size()) {
-    in->Fail();
-    return in->status();
+    return in->Malformed();
   }
   pda.next_.assign(static_cast<size_t>(states) * 256, kDead);
   for (int32_t s = 0; s < states; ++s) {
     if (run_offsets[s + 1] < run_offsets[s] ||
         run_offsets[s + 1] > runs.size()) {
-      return in->Fail(), in->status();
+      return in->Malformed();
     }
     for (uint32_t k = run_offsets[s]; k < run_offsets[s + 1]; ++k) {
       const ByteRun& r = runs[k];
       if (r.lo > r.hi || !InRange(r.target, states)) {
-        return in->Fail(), in->status();
+        return in->Malformed();
       }
       for (int b = r.lo; b <= r.hi; ++b) pda.SetNext(s, b, r.target);
     }
@@ -251,21 +254,21 @@ absl::StatusOr<Pda> Pda::Load(ByteReader* in) {
       pda.call_offsets_.back() != pda.calls_.size() ||
       pda.rule_start_.size() != static_cast<size_t>(rules) ||
       pda.state_rule_.size() != static_cast<size_t>(states)) {
-    return in->Fail(), in->status();
+    return in->Malformed();
   }
   for (int32_t s = 0; s < states; ++s) {
     if (pda.call_offsets_[s + 1] < pda.call_offsets_[s] ||
         !InRange(pda.state_rule_[s], rules)) {
-      return in->Fail(), in->status();
+      return in->Malformed();
     }
   }
   for (const PdaCall& c : pda.calls_) {
     if (!InRange(c.rule, rules) || !InRange(c.return_state, states)) {
-      return in->Fail(), in->status();
+      return in->Malformed();
     }
   }
   for (int32_t start : pda.rule_start_) {
-    if (!InRange(start, states)) return in->Fail(), in->status();
+    if (!InRange(start, states)) return in->Malformed();
   }
   pda.rule_names_.resize(rules);
   pda.return_states_.resize(rules);
@@ -275,15 +278,10 @@ absl::StatusOr<Pda> Pda::Load(ByteReader* in) {
   for (std::vector<int32_t>& r : pda.return_states_) {
     if (!in->GetVector(&r)) return in->status();
     for (int32_t s : r) {
-      if (!InRange(s, states)) return in->Fail(), in->status();
+      if (!InRange(s, states)) return in->Malformed();
     }
   }
-  pda.has_bytes_.assign(states, 0);
-  for (int32_t s = 0; s < states; ++s) {
-    const int32_t* row = pda.next_.data() + static_cast<size_t>(s) * 256;
-    pda.has_bytes_[s] =
-        std::any_of(row, row + 256, [](int32_t t) { return t != kDead; });
-  }
+  pda.ComputeHasBytes();
   return pda;
 }
 

@@ -93,6 +93,9 @@ class Pda {
   static absl::StatusOr<Pda> Load(ByteReader* in);
 
  private:
+  // has_bytes_ from next_.
+  void ComputeHasBytes();
+
   struct PendingCall {
     int32_t state;
     PdaCall call;

@@ -601,13 +601,13 @@ absl::StatusOr<TokenTable> TokenTable::Load(ByteReader* in, const Pda& pda,
   if (!in->GetVector(&table.slot_) || !in->Get(&n) ||
       table.slot_.size() != static_cast<size_t>(pda.num_states()) ||
       n > table.slot_.size()) {
-    return in->Fail(), in->status();
+    return in->Malformed();
   }
   for (int32_t s = 0; s < pda.num_states(); ++s) {
     const int32_t slot = table.slot_[s];
     // The matcher looks up a table for exactly the states that read bytes.
     if ((slot >= 0) != pda.HasBytes(s) || slot >= static_cast<int64_t>(n)) {
-      return in->Fail(), in->status();
+      return in->Malformed();
     }
   }
   table.tables_.resize(n);
@@ -615,7 +615,7 @@ absl::StatusOr<TokenTable> TokenTable::Load(ByteReader* in, const Pda& pda,
     if (!t.accepted.Load(in, vocab_size) ||
         !LoadIds(in, vocab_size, &t.uncertain) ||
         !LoadContexts(in, pda.num_states(), vocab_size, 1, &t.contexts)) {
-      return in->Fail(), in->status();
+      return in->Malformed();
     }
   }
   return table;
