@@ -24,6 +24,18 @@ std::string GrammarId(std::string_view tokenizer_fingerprint,
       absl::string_view(reinterpret_cast<const char*>(digest), 16));
 }
 
+namespace {
+
+// The result of a compile the server gave up on because it is stopping.
+std::shared_ptr<GrammarEntry> Stopping(const std::string& id) {
+  auto entry = std::make_shared<GrammarEntry>();
+  entry->id = id;
+  entry->status = absl::CancelledError("compile: the server is stopping");
+  return entry;
+}
+
+}  // namespace
+
 CompileJob::CompileJob(std::shared_ptr<const GrammarEntry> entry)
     : id_(entry->id), entry_(std::move(entry)) {}
 
@@ -89,12 +101,7 @@ CompilePool::~CompilePool() {
     for (const Task& task : dropped) in_flight_.erase(task.job->id());
     metrics_->compile_queue_depth->Set(0);
   }
-  for (Task& task : dropped) {
-    auto entry = std::make_shared<GrammarEntry>();
-    entry->id = task.job->id();
-    entry->status = absl::CancelledError("compile: the server is stopping");
-    task.job->Finish(std::move(entry));
-  }
+  for (Task& task : dropped) task.job->Finish(Stopping(task.job->id()));
   for (std::thread& t : threads_) t.join();
 }
 
@@ -242,11 +249,7 @@ std::shared_ptr<GrammarEntry> CompilePool::FromFleet(
       {
         absl::MutexLock lock(&mu_);
         if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), pause)) {
-          auto entry = std::make_shared<GrammarEntry>();
-          entry->id = id;
-          entry->status =
-              absl::CancelledError("compile: the server is stopping");
-          return entry;
+          return Stopping(id);
         }
       }
       pause = std::min(pause * 1.5, absl::Milliseconds(100));
