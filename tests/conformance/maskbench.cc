@@ -30,7 +30,6 @@
 // Thread-safety: cases run in parallel on a ThreadPool (--threads, default
 // 2) sharing one GrammarCompiler (thread-safe); each case, and so each timed
 // mask, runs on one thread.
-#include <dirent.h>
 
 #include <algorithm>
 #include <chrono>
@@ -253,16 +252,8 @@ int Run() {
     }
     dir = *shared + "/maskbench";
   }
-  std::vector<std::string> files;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      std::string name = e->d_name;
-      if (name.size() > 9 && name.substr(name.size() - 9) == ".jsonl.gz")
-        files.push_back(name);
-    }
-    closedir(d);
-  }
-  std::sort(files.begin(), files.end());
+  const std::vector<std::string> files =
+      testing::FilesEndingWith(dir, ".jsonl.gz");
   if (files.empty()) {
     std::printf("%s\n",
                 testing::MissingDataMessage(dir + "/*.jsonl.gz").c_str());

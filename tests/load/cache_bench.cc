@@ -16,7 +16,6 @@
 //
 // Cost: every constraint is compiled once (cold); the rest are loads.
 // Single-threaded.
-#include <dirent.h>
 
 #include <algorithm>
 #include <chrono>
@@ -57,18 +56,8 @@ std::string ReadFile(const std::string& path) {
 std::vector<v1::Constraint> Constraints(const std::string& shared) {
   std::vector<v1::Constraint> out;
   const std::string dir = shared + "/maskbench";
-  std::vector<std::string> files;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      const std::string name = e->d_name;
-      if (name.size() > 9 && name.substr(name.size() - 9) == ".jsonl.gz") {
-        files.push_back(name);
-      }
-    }
-    closedir(d);
-  }
-  std::sort(files.begin(), files.end());
-  for (const std::string& f : files) {
+  for (const std::string& f :
+       grammard::testing::FilesEndingWith(dir, ".jsonl.gz")) {
     auto lines = grammard::testing::ReadGzipLines(dir + "/" + f,
                                                   absl::GetFlag(FLAGS_limit));
     if (!lines) continue;

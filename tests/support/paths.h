@@ -12,6 +12,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace grammard::testing {
 
@@ -31,6 +32,11 @@ std::optional<std::string> SharedDataDir();
 // The folder of one installed tokenizer (holding tokenizer.json and
 // tokenizer_config.json), e.g. TokenizerDir("llama3"), when it exists.
 std::optional<std::string> TokenizerDir(const std::string& name);
+
+// The names (not paths) of the files in `dir` ending in `suffix`, sorted;
+// empty when `dir` cannot be read.
+std::vector<std::string> FilesEndingWith(const std::string& dir,
+                                         const std::string& suffix);
 
 // A new empty folder under $TEST_TMPDIR (or /tmp); empty on failure.
 std::string MakeTempDir();
