@@ -111,18 +111,16 @@ absl::StatusOr<CompilePool::Submission> CompilePool::Submit(
   absl::StatusOr<std::string> canonical = CanonicalConstraint(constraint);
   if (!canonical.ok()) return canonical.status();
   const std::string id = GrammarId(tokenizer->vocab->fingerprint(), *canonical);
-  {
-    absl::MutexLock lock(&mu_);
-    auto running = in_flight_.find(id);
-    if (running != in_flight_.end()) return Submission{running->second, false};
-  }
+  // Both lookups under mu_: a finishing compile enters the cache before it
+  // leaves in_flight_, so one of the two always has it. (Looking in the
+  // cache outside mu_ let a compile finish between the lookups and be
+  // compiled a second time.)
+  absl::MutexLock lock(&mu_);
+  auto running = in_flight_.find(id);
+  if (running != in_flight_.end()) return Submission{running->second, false};
   if (auto entry = cache_->Find(id)) {
     return Submission{std::make_shared<CompileJob>(std::move(entry)), true};
   }
-  absl::MutexLock lock(&mu_);
-  // Another request may have queued it while the cache was consulted.
-  auto running = in_flight_.find(id);
-  if (running != in_flight_.end()) return Submission{running->second, false};
   if (stopping_) {
     return absl::UnavailableError("compile: the server is stopping");
   }
@@ -139,11 +137,9 @@ absl::StatusOr<CompilePool::Submission> CompilePool::Submit(
 }
 
 std::shared_ptr<CompileJob> CompilePool::Find(const std::string& id) {
-  {
-    absl::MutexLock lock(&mu_);
-    auto running = in_flight_.find(id);
-    if (running != in_flight_.end()) return running->second;
-  }
+  absl::MutexLock lock(&mu_);  // as in Submit
+  auto running = in_flight_.find(id);
+  if (running != in_flight_.end()) return running->second;
   if (auto entry = cache_->Find(id)) {
     return std::make_shared<CompileJob>(std::move(entry));
   }
