@@ -28,6 +28,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "proto/grammard.grpc.pb.h"
+#include "proto/mask_rows.h"
 #include "tests/support/daemon.h"
 #include "tests/support/paths.h"
 
@@ -35,6 +36,7 @@ namespace grammard::deploy {
 namespace {
 
 namespace v1 = grammard::v1;
+using grammard::proto::DecodeMaskRow;
 using nlohmann::json;
 // The JSON read here is deliberately not const: operator[] on a const json
 // with a missing key is undefined behaviour, on a mutable one it yields null,
@@ -179,6 +181,21 @@ class Prometheus {
   std::string log_;
 };
 
+// The vocabulary size the server reports for a tokenizer (0 if unknown).
+int32_t VocabSize(v1::Grammard::Stub* stub, const std::string& name) {
+  v1::ListTokenizersResponse list;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(60));
+  EXPECT_TRUE(
+      stub->ListTokenizers(&context, v1::ListTokenizersRequest(), &list).ok());
+  for (const v1::Tokenizer& t : list.tokenizers()) {
+    if (t.name() == name) return t.vocab_size();
+  }
+  ADD_FAILURE() << "the server has no tokenizer " << name;
+  return 0;
+}
+
 // Compiles a schema, then decodes `steps` steps of one sequence under it,
 // each accepting the first allowed token. Returns the steps served.
 int DriveTraffic(const std::string& target, int steps) {
@@ -212,6 +229,8 @@ int DriveTraffic(const std::string& target, int steps) {
   EXPECT_TRUE(stream->Write(open));
   int served = 0;
   std::vector<int32_t> accepted;
+  const int32_t vocab_size = VocabSize(stub.get(), "llama3");
+  std::vector<uint32_t> words(static_cast<size_t>(vocab_size + 31) / 32);
   for (int step = 0; step < steps; ++step) {
     v1::DecodeRequest request;
     request.mutable_step()->set_step_id(step);
@@ -227,24 +246,14 @@ int DriveTraffic(const std::string& target, int steps) {
     const v1::SequenceResult& r = response.step().sequences(0);
     EXPECT_FALSE(r.has_error()) << r.error().ShortDebugString();
     if (r.has_error() || r.rows_size() == 0 || r.terminated()) break;
-    // The first allowed token of the row, in whichever encoding it came.
-    const v1::MaskRow& row = r.rows(0);
+    // The first allowed token of the row.
+    if (!DecodeMaskRow(r.rows(0), vocab_size, words.data()).ok()) break;
     accepted.clear();
-    if (row.has_allowed() && row.allowed().ids_size() > 0) {
-      accepted.push_back(row.allowed().ids(0));
-    } else if (row.has_bitmap()) {
-      for (int w = 0; w < row.bitmap().words_size() && accepted.empty(); ++w) {
-        const uint32_t word = row.bitmap().words(w);
-        if (word != 0) accepted.push_back(w * 32 + __builtin_ctz(word));
+    for (size_t w = 0; w < words.size() && accepted.empty(); ++w) {
+      if (words[w] != 0) {
+        accepted.push_back(static_cast<int32_t>(w) * 32 +
+                           __builtin_ctz(words[w]));
       }
-    } else if (row.has_forbidden()) {
-      int32_t t = 0;
-      for (int32_t id : row.forbidden().ids()) {
-        if (id == t) ++t;
-      }
-      accepted.push_back(t);
-    } else {
-      accepted.push_back(0);
     }
   }
   stream->WritesDone();

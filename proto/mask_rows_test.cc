@@ -1,6 +1,7 @@
 #include "proto/mask_rows.h"
 
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -48,18 +49,34 @@ TEST(MaskRows, PicksIdListsForSparseAndDenseRows) {
   const int32_t vocab = 128256;
   std::vector<uint32_t> words((vocab + 31) / 32, 0);
   words[0] = 0b101;
+  words[10] = 1u << 31;  // id 351: gap 351 - 2 - 1 = 348, two varint bytes
   MaskRow sparse;
   EncodeMaskRow(words.data(), vocab, &sparse);
-  EXPECT_EQ(EncodingOf(sparse), MaskEncoding::kAllowed);
-  EXPECT_EQ(sparse.allowed().ids_size(), 2);
+  ASSERT_EQ(EncodingOf(sparse), MaskEncoding::kAllowed);
+  EXPECT_EQ(sparse.allowed_gaps(), std::string("\x00\x01\xdc\x02", 4));
 
   for (auto& w : words) w = ~0u;
   words[10] &= ~(uint32_t{1} << 3);
   MaskRow dense;
   EncodeMaskRow(words.data(), vocab, &dense);
   ASSERT_EQ(EncodingOf(dense), MaskEncoding::kForbidden);
-  ASSERT_EQ(dense.forbidden().ids_size(), 1);
-  EXPECT_EQ(dense.forbidden().ids(0), 10 * 32 + 3);
+  EXPECT_EQ(dense.forbidden_gaps(), "\xc3\x02");  // id 323
+}
+
+// Fewer ids than the bitmap has bytes, but some gaps take two bytes: 20 ids
+// 200 apart, then ids 7 apart up to 10 short of the bitmap's 16,032 bytes.
+TEST(MaskRows, FallsBackToTheBitmapWhenTheListOutgrowsIt) {
+  const int32_t vocab = 128256;
+  std::vector<uint32_t> words((vocab + 31) / 32, 0);
+  auto set = [&](int32_t id) { words[id / 32] |= uint32_t{1} << (id % 32); };
+  for (int32_t i = 0; i < 20; ++i) set(i * 200);
+  for (int32_t i = 0; i < 16002; ++i) set(4000 + i * 7);
+  MaskRow row;
+  EncodeMaskRow(words.data(), vocab, &row);
+  EXPECT_EQ(EncodingOf(row), MaskEncoding::kBitmap);
+  std::vector<uint32_t> back(words.size());
+  ASSERT_TRUE(DecodeMaskRow(row, vocab, back.data()).ok());
+  EXPECT_EQ(back, words);
 }
 
 TEST(MaskRows, RejectsMalformedRows) {
@@ -68,13 +85,20 @@ TEST(MaskRows, RejectsMalformedRows) {
   EXPECT_EQ(DecodeMaskRow(empty, 100, words.data()).code(),
             absl::StatusCode::kInvalidArgument);
   MaskRow out_of_range;
-  out_of_range.mutable_allowed()->add_ids(100);
+  out_of_range.set_allowed_gaps(std::string("\x63\x00", 2));  // ids 99, 100
   absl::Status s = DecodeMaskRow(out_of_range, 100, words.data());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("100"), std::string::npos);
-  MaskRow negative;
-  negative.mutable_forbidden()->add_ids(-1);
-  EXPECT_FALSE(DecodeMaskRow(negative, 100, words.data()).ok());
+  MaskRow truncated;
+  truncated.set_forbidden_gaps("\x81");
+  s = DecodeMaskRow(truncated, 100, words.data());
+  EXPECT_NE(s.message().find("varint"), std::string::npos) << s;
+  MaskRow overlong;
+  overlong.set_forbidden_gaps("\xff\xff\xff\xff\xff\x01");
+  EXPECT_FALSE(DecodeMaskRow(overlong, 100, words.data()).ok());
+  MaskRow huge_gap;
+  huge_gap.set_allowed_gaps("\xff\xff\xff\xff\x0f");  // 2^32 - 1
+  EXPECT_FALSE(DecodeMaskRow(huge_gap, 100, words.data()).ok());
   MaskRow short_bitmap;
   short_bitmap.mutable_bitmap()->add_words(1);
   EXPECT_FALSE(DecodeMaskRow(short_bitmap, 100, words.data()).ok());
