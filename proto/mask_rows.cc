@@ -19,12 +19,21 @@ uint32_t ValidBits(int32_t w, int32_t vocab_size) {
 
 // Set bits of the row. libgcc's __popcountdi2 (what __builtin_popcount
 // becomes without -mpopcnt) made counting a third of a row's encoding
-// time, so the POPCNT instruction is used wherever the CPU has it.
+// time, so the POPCNT instruction is used wherever the CPU has it, on 64
+// bits at a time.
 __attribute__((target("popcnt"))) int64_t CountBitsPopcnt(const uint32_t* words,
                                                           int32_t num_words) {
-  int64_t n = 0;
-  for (int32_t w = 0; w < num_words; ++w) n += __builtin_popcount(words[w]);
-  return n;
+  int64_t a = 0, b = 0;
+  int32_t w = 0;
+  for (; w + 4 <= num_words; w += 4) {
+    uint64_t x, y;
+    std::memcpy(&x, words + w, sizeof x);
+    std::memcpy(&y, words + w + 2, sizeof y);
+    a += __builtin_popcountll(x);
+    b += __builtin_popcountll(y);
+  }
+  for (; w < num_words; ++w) a += __builtin_popcount(words[w]);
+  return a + b;
 }
 
 int64_t CountBitsPortable(const uint32_t* words, int32_t num_words) {
@@ -45,64 +54,86 @@ int64_t CountBits(const uint32_t* words, int32_t num_words) {
 }
 
 // Writes the ids whose bit equals `want` as varint gaps (see grammard.proto)
-// into *out; false once they would take more than `limit` bytes.
+// into *out; false once they would take more than `limit` bytes. The limit
+// is checked once per word, so the buffer has room for a word's worth of
+// ids past it.
 bool EncodeGaps(const uint32_t* words, int32_t vocab_size, bool want,
                 size_t limit, std::string* out) {
   constexpr size_t kMaxVarint = 5;  // an id below 2^31
-  out->resize(limit + kMaxVarint);
+  out->resize(limit + 32 * kMaxVarint);
   char* const begin = &(*out)[0];
   char* p = begin;
   const char* const end = begin + limit;
   const int32_t num_words = WordsFor(vocab_size);
-  int64_t previous = -1;
+  const uint32_t flip = want ? 0u : ~0u;
+  int32_t previous = -1;
   for (int32_t w = 0; w < num_words; ++w) {
-    uint32_t bits = (want ? words[w] : ~words[w]) & ValidBits(w, vocab_size);
+    uint32_t bits = (words[w] ^ flip) & ValidBits(w, vocab_size);
     while (bits != 0) {
-      const int64_t id = int64_t{w} * 32 + __builtin_ctz(bits);
+      const int32_t id = w * 32 + __builtin_ctz(bits);
       bits &= bits - 1;
       auto gap = static_cast<uint32_t>(id - previous - 1);
       previous = id;
-      while (gap >= 0x80) {
+      if (gap < 0x80) {  // most gaps: ids are dense where lists are chosen
+        *p++ = static_cast<char>(gap);
+        continue;
+      }
+      do {
         *p++ = static_cast<char>(gap | 0x80);
         gap >>= 7;
-      }
+      } while (gap >= 0x80);
       *p++ = static_cast<char>(gap);
-      if (p > end) return false;
     }
+    if (p > end) return false;
   }
   out->resize(static_cast<size_t>(p - begin));
   return true;
 }
 
-// Sets (value) or clears the bits of the ids in `gaps`.
+// Sets (value) or clears the bits of the ids in `gaps`. Ids ascend, so the
+// bits of one word are gathered in a register and written once.
 absl::Status DecodeGaps(const std::string& gaps, int32_t vocab_size, bool value,
                         uint32_t* words) {
   const auto* p = reinterpret_cast<const unsigned char*>(gaps.data());
   const unsigned char* const end = p + gaps.size();
   int64_t id = -1;
+  int64_t word = -1;  // the word `gathered` belongs to
+  uint32_t gathered = 0;
+  auto flush = [&] {
+    if (word < 0) return;
+    if (value) {
+      words[word] |= gathered;
+    } else {
+      words[word] &= ~gathered;
+    }
+  };
   while (p < end) {
-    uint64_t gap = 0;
-    for (int shift = 0;; shift += 7) {
-      if (p == end || shift > 28) {
-        return absl::InvalidArgumentError(
-            "mask row: a malformed varint in an id list");
+    uint64_t gap = *p++;
+    if (gap >= 0x80) {
+      gap &= 0x7f;
+      for (int shift = 7;; shift += 7) {
+        if (p == end || shift > 28) {
+          return absl::InvalidArgumentError(
+              "mask row: a malformed varint in an id list");
+        }
+        const unsigned char byte = *p++;
+        gap |= uint64_t{byte & 0x7fu} << shift;
+        if ((byte & 0x80) == 0) break;
       }
-      const unsigned char byte = *p++;
-      gap |= uint64_t{byte & 0x7fu} << shift;
-      if ((byte & 0x80) == 0) break;
     }
     id += static_cast<int64_t>(gap) + 1;
     if (id >= vocab_size) {
       return absl::InvalidArgumentError(absl::StrCat(
           "mask row: token id ", id, " outside [0, ", vocab_size, ")"));
     }
-    const uint32_t bit = uint32_t{1} << (id % 32);
-    if (value) {
-      words[id / 32] |= bit;
-    } else {
-      words[id / 32] &= ~bit;
+    if (id / 32 != word) {
+      flush();
+      word = id / 32;
+      gathered = 0;
     }
+    gathered |= uint32_t{1} << (id % 32);
   }
+  flush();
   return absl::OkStatus();
 }
 
@@ -162,10 +193,63 @@ absl::Status DecodeMaskRow(const grammard::v1::MaskRow& row, int32_t vocab_size,
       std::memcpy(words, row.bitmap().words().data(),
                   sizeof(uint32_t) * num_words);
       return absl::OkStatus();
+    case grammard::v1::MaskRow::kSameAs:
+      return absl::InvalidArgumentError(
+          "mask row: same_as needs the earlier rows of its step "
+          "(StepRowDecoder)");
     case grammard::v1::MaskRow::ENCODING_NOT_SET:
       break;
   }
   return absl::InvalidArgumentError("mask row: no encoding set");
+}
+
+absl::Status StepRowDecoder::Next(const grammard::v1::MaskRow& row,
+                                  int32_t vocab_size, uint32_t* words) {
+  if (row.encoding_case() == grammard::v1::MaskRow::kSameAs) {
+    if (row.same_as() >= decoded_.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("mask row ", decoded_.size(), ": same_as ",
+                       row.same_as(), " is not an earlier row of the step"));
+    }
+    const Decoded& earlier = decoded_[row.same_as()];
+    if (earlier.vocab_size != vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "mask row ", decoded_.size(), ": same_as ", row.same_as(),
+          ", a row of ", earlier.vocab_size, " tokens, not ", vocab_size));
+    }
+    if (earlier.words != words) {
+      std::memcpy(words, earlier.words,
+                  sizeof(uint32_t) * static_cast<size_t>(WordsFor(vocab_size)));
+    }
+  } else if (absl::Status s = DecodeMaskRow(row, vocab_size, words); !s.ok()) {
+    return s;
+  }
+  decoded_.push_back(Decoded{words, vocab_size});
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DecodedStep> DecodeStepRows(
+    const grammard::v1::StepResult& step,
+    absl::FunctionRef<int32_t(size_t)> vocab_size) {
+  DecodedStep decoded;
+  size_t total = 0;
+  for (int i = 0; i < step.sequences_size(); ++i) {
+    decoded.offsets.push_back(total);
+    total += static_cast<size_t>(step.sequences(i).rows_size()) *
+             static_cast<size_t>(WordsFor(vocab_size(static_cast<size_t>(i))));
+  }
+  // Sized before decoding: same_as rows are copied from earlier rows here.
+  decoded.words.resize(total);
+  StepRowDecoder decoder;
+  for (int i = 0; i < step.sequences_size(); ++i) {
+    const int32_t vocab = vocab_size(static_cast<size_t>(i));
+    uint32_t* out = decoded.words.data() + decoded.offsets[i];
+    for (const grammard::v1::MaskRow& row : step.sequences(i).rows()) {
+      if (absl::Status s = decoder.Next(row, vocab, out); !s.ok()) return s;
+      out += WordsFor(vocab);
+    }
+  }
+  return decoded;
 }
 
 MaskEncoding EncodingOf(const grammard::v1::MaskRow& row) {
@@ -176,6 +260,8 @@ MaskEncoding EncodingOf(const grammard::v1::MaskRow& row) {
       return MaskEncoding::kAllowed;
     case grammard::v1::MaskRow::kForbiddenGaps:
       return MaskEncoding::kForbidden;
+    case grammard::v1::MaskRow::kSameAs:
+      return MaskEncoding::kSameAs;
     default:
       return MaskEncoding::kBitmap;
   }
@@ -191,6 +277,8 @@ const char* MaskEncodingName(MaskEncoding encoding) {
       return "forbidden";
     case MaskEncoding::kBitmap:
       return "bitmap";
+    case MaskEncoding::kSameAs:
+      return "same_as";
   }
   return "bitmap";
 }

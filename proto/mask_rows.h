@@ -1,16 +1,20 @@
 // Mask rows on the wire (grammard.v1.MaskRow): the service encodes each
-// packed row in its smallest form (all allowed, allowed ids, forbidden ids or
-// the bitmap); clients decode it back to packed uint32 words.
+// packed row in its smallest form (all allowed, allowed ids, forbidden ids,
+// the bitmap, or a reference to an identical earlier row of the step);
+// clients decode it back to packed uint32 words.
 //
 // Cost: EncodeMaskRow is one popcount pass over the row plus a pass over the
-// chosen form; DecodeMaskRow is linear in the encoded size plus the row's
-// words. Thread-safety: pure functions.
+// chosen form; decoding is linear in the encoded size plus the row's words.
+// Thread-safety: the functions are pure; a StepRowDecoder is one caller's.
 #ifndef GRAMMARD_PROTO_MASK_ROWS_H_
 #define GRAMMARD_PROTO_MASK_ROWS_H_
 
 #include <cstdint>
+#include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "proto/grammard.pb.h"
 
 namespace grammard::proto {
@@ -22,12 +26,42 @@ void EncodeMaskRow(const uint32_t* words, int32_t vocab_size,
                    grammard::v1::MaskRow* row);
 
 // Writes ceil(vocab_size / 32) words. InvalidArgument for a row with no
-// encoding, an id outside [0, vocab_size) or a bitmap of the wrong length.
+// encoding, an id outside [0, vocab_size), a bitmap of the wrong length or
+// a same_as row (which only StepRowDecoder can resolve).
 absl::Status DecodeMaskRow(const grammard::v1::MaskRow& row, int32_t vocab_size,
                            uint32_t* words);
 
+// Decodes the rows of one StepResult: call Next for every row of every
+// sequence, in order. A same_as row is copied from where the row it repeats
+// was decoded, so those words must stay in place until the step is done.
+// Not thread-safe; one per step (or Reset between steps).
+class StepRowDecoder {
+ public:
+  absl::Status Next(const grammard::v1::MaskRow& row, int32_t vocab_size,
+                    uint32_t* words);
+  void Reset() { decoded_.clear(); }
+
+ private:
+  struct Decoded {
+    const uint32_t* words;
+    int32_t vocab_size;
+  };
+  std::vector<Decoded> decoded_;
+};
+
+// Every row of a StepResult, decoded: the rows of sequences(i) start at
+// words[offsets[i]], each ceil(vocab_size(i) / 32) words.
+struct DecodedStep {
+  std::vector<uint32_t> words;
+  std::vector<size_t> offsets;
+};
+absl::StatusOr<DecodedStep> DecodeStepRows(
+    const grammard::v1::StepResult& step,
+    absl::FunctionRef<int32_t(size_t)> vocab_size);
+
 // Which form a row was encoded in (for metrics and tests).
-enum class MaskEncoding { kAllAllowed, kAllowed, kForbidden, kBitmap };
+enum class MaskEncoding { kAllAllowed, kAllowed, kForbidden, kBitmap, kSameAs };
+inline constexpr int kNumMaskEncodings = 5;
 MaskEncoding EncodingOf(const grammard::v1::MaskRow& row);
 const char* MaskEncodingName(MaskEncoding encoding);
 

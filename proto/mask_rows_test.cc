@@ -104,5 +104,65 @@ TEST(MaskRows, RejectsMalformedRows) {
   EXPECT_FALSE(DecodeMaskRow(short_bitmap, 100, words.data()).ok());
 }
 
+TEST(StepRowDecoder, CopiesSameAsRowsFromWhereTheyWereDecoded) {
+  std::mt19937 rng(3);
+  const int32_t vocab = 1000;
+  std::vector<uint32_t> first = RandomRow(vocab, 0.3, &rng);
+  std::vector<uint32_t> second = RandomRow(vocab, 0.999, &rng);
+  MaskRow a, b, repeat;
+  EncodeMaskRow(first.data(), vocab, &a);
+  EncodeMaskRow(second.data(), vocab, &b);
+  repeat.set_same_as(0);
+  EXPECT_EQ(EncodingOf(repeat), MaskEncoding::kSameAs);
+  EXPECT_FALSE(DecodeMaskRow(repeat, vocab, first.data()).ok());
+
+  std::vector<uint32_t> out(3 * first.size(), 0xdeadbeef);
+  uint32_t* rows[3] = {out.data(), out.data() + first.size(),
+                       out.data() + 2 * first.size()};
+  StepRowDecoder decoder;
+  ASSERT_TRUE(decoder.Next(a, vocab, rows[0]).ok());
+  ASSERT_TRUE(decoder.Next(b, vocab, rows[1]).ok());
+  ASSERT_TRUE(decoder.Next(repeat, vocab, rows[2]).ok());
+  EXPECT_EQ(std::vector<uint32_t>(rows[2], rows[2] + first.size()), first);
+  EXPECT_EQ(std::vector<uint32_t>(rows[1], rows[1] + first.size()), second);
+
+  // Only earlier rows, and only of the same vocabulary.
+  MaskRow forward;
+  forward.set_same_as(3);
+  absl::Status s = decoder.Next(forward, vocab, rows[2]);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("not an earlier row"), std::string::npos) << s;
+  s = decoder.Next(repeat, vocab - 32, rows[2]);
+  EXPECT_NE(s.message().find("968"), std::string::npos) << s;
+
+  decoder.Reset();
+  EXPECT_FALSE(decoder.Next(repeat, vocab, rows[0]).ok());
+}
+
+TEST(DecodeStepRows, PlacesEachSequencesRowsWithItsVocabulary) {
+  std::mt19937 rng(5);
+  const int32_t vocabs[3] = {100, 40, 100};
+  std::vector<uint32_t> a = RandomRow(100, 0.5, &rng);
+  std::vector<uint32_t> b = RandomRow(40, 0.1, &rng);
+  grammard::v1::StepResult step;
+  EncodeMaskRow(a.data(), 100, step.add_sequences()->add_rows());
+  grammard::v1::SequenceResult* second = step.add_sequences();
+  EncodeMaskRow(b.data(), 40, second->add_rows());
+  second->add_rows()->set_same_as(1);
+  step.add_sequences()->add_rows()->set_same_as(0);
+  auto decoded = DecodeStepRows(step, [&](size_t i) { return vocabs[i]; });
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->offsets, (std::vector<size_t>{0, 4, 8}));
+  std::vector<uint32_t> expected = a;
+  expected.insert(expected.end(), b.begin(), b.end());
+  expected.insert(expected.end(), b.begin(), b.end());
+  expected.insert(expected.end(), a.begin(), a.end());
+  EXPECT_EQ(decoded->words, expected);
+
+  // A reference across vocabularies is refused.
+  step.mutable_sequences(2)->mutable_rows(0)->set_same_as(1);
+  EXPECT_FALSE(DecodeStepRows(step, [&](size_t i) { return vocabs[i]; }).ok());
+}
+
 }  // namespace
 }  // namespace grammard::proto

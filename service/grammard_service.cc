@@ -3,6 +3,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -12,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "proto/mask_rows.h"
 #include "service/sequence.h"
+#include "service/step_rows.h"
 
 namespace grammard::service {
 namespace {
@@ -151,6 +153,7 @@ class GrammardService::Stream {
     std::unique_ptr<Sequence> sequence;  // once the grammar is ready
     absl::Status failed;                 // set: every step reports it
     std::vector<uint32_t> rows;          // scratch for FillRows
+    RowMemory first_row;                 // its row 0 as last sent
     // Compile listeners hold a weak reference: a closed sequence gets no
     // status, even if its id is reused.
     std::shared_ptr<char> alive = std::make_shared<char>();
@@ -169,6 +172,18 @@ class GrammardService::Stream {
   // ready.
   absl::Status Ready(uint64_t id, Slot* slot);
   void RunOne(const Work& work);
+  // Runs fn(i) for i in [0, n) on the fill pool, or on this thread while
+  // another stream's step has the pool.
+  void ForEach(size_t n, const std::function<void(size_t)>& fn) {
+    if (n > 1 && service_->fill_mu_.TryLock()) {
+      service_->fill_pool_.ParallelFor(static_cast<int64_t>(n), [&](int64_t i) {
+        fn(static_cast<size_t>(i));
+      });
+      service_->fill_mu_.Unlock();
+    } else {
+      for (size_t i = 0; i < n; ++i) fn(i);
+    }
+  }
 
   void PostStatus(uint64_t id, const absl::Status& status) {
     outbox_->PostStatus(id, status, "", service_->metrics_);
@@ -183,6 +198,7 @@ class GrammardService::Stream {
   grpc::ServerContext* const context_;
   ReaderWriter* const rw_;
   std::unordered_map<uint64_t, Slot> sequences_;
+  StepRowEncoder row_encoder_;
 
   absl::Mutex write_mu_;  // one Write at a time
   absl::Mutex step_mu_;
@@ -413,13 +429,25 @@ void GrammardService::Stream::Step(const v1::Step& step,
     }
     work.push_back(Work{&it->second, &s, r});
   }
-  if (work.size() > 1 && service_->fill_mu_.TryLock()) {
-    service_->fill_pool_.ParallelFor(
-        static_cast<int64_t>(work.size()),
-        [&](int64_t i) { RunOne(work[static_cast<size_t>(i)]); });
-    service_->fill_mu_.Unlock();
-  } else {
-    for (const Work& w : work) RunOne(w);
+  ForEach(work.size(), [&](size_t i) { RunOne(work[i]); });
+  for (const Work& w : work) {
+    if (w.result->rows_size() == 0) continue;  // failed
+    const int32_t vocab_size = w.slot->sequence->vocab_size();
+    const size_t words = static_cast<size_t>(vocab_size + 31) / 32;
+    for (int i = 0; i < w.result->rows_size(); ++i) {
+      row_encoder_.Add(w.slot->rows.data() + static_cast<size_t>(i) * words,
+                       vocab_size, i == 0 ? &w.slot->first_row : nullptr,
+                       w.result->mutable_rows(i));
+    }
+  }
+  row_encoder_.Finish([this](size_t n, const std::function<void(size_t)>& fn) {
+    ForEach(n, fn);
+  });
+  for (const Work& w : work) {
+    for (const v1::MaskRow& row : w.result->rows()) {
+      service_->metrics_->CountMaskRow(proto::EncodingOf(row),
+                                       row.ByteSizeLong());
+    }
   }
   for (const Work& w : work) {
     if (w.result->has_error()) {
@@ -452,11 +480,10 @@ void GrammardService::Stream::RunOne(const Work& work) {
       absl::MakeConstSpan(step.draft_tokens().data(),
                           static_cast<size_t>(step.draft_tokens_size())),
       slot.rows.data());
+  service_->metrics_->mask_fill_seconds->Observe(
+      std::chrono::duration<double>(Clock::now() - start).count());
   for (size_t i = 0; i < num_rows; ++i) {
-    v1::MaskRow* row = result->add_rows();
-    proto::EncodeMaskRow(slot.rows.data() + i * words, seq.vocab_size(), row);
-    service_->metrics_->CountMaskRow(proto::EncodingOf(*row),
-                                     row->ByteSizeLong());
+    result->add_rows();  // encoded by row_encoder_ once the step is filled
   }
   result->set_terminated(seq.IsTerminated());
   result->set_can_terminate(seq.CanTerminate());
@@ -465,8 +492,6 @@ void GrammardService::Stream::RunOne(const Work& work) {
     result->set_jump_forward_bytes(std::move(forced.bytes));
     for (int32_t id : forced.token_ids) result->add_jump_forward_tokens(id);
   }
-  service_->metrics_->mask_fill_seconds->Observe(
-      std::chrono::duration<double>(Clock::now() - start).count());
 }
 
 GrammardService::GrammardService(const ServiceOptions& options,

@@ -97,7 +97,7 @@ ServiceMetrics::ServiceMetrics(metrics::Registry* r) {
   metrics::CounterFamily* bytes = Must(r->AddCounterFamily(
       "grammard_mask_bytes_total", "Bytes of mask rows sent, by wire encoding.",
       {"encoding"}));
-  for (int e = 0; e < 4; ++e) {
+  for (int e = 0; e < proto::kNumMaskEncodings; ++e) {
     const char* name =
         proto::MaskEncodingName(static_cast<proto::MaskEncoding>(e));
     mask_rows_[e] = Must(rows->WithLabels({name}));

@@ -58,8 +58,8 @@ struct ServiceMetrics {
   metrics::HistogramFamily* compile_seconds_;
   metrics::CounterFamily* errors_;
   // By proto::MaskEncoding.
-  std::array<metrics::Counter*, 4> mask_rows_;
-  std::array<metrics::Counter*, 4> mask_bytes_;
+  std::array<metrics::Counter*, proto::kNumMaskEncodings> mask_rows_;
+  std::array<metrics::Counter*, proto::kNumMaskEncodings> mask_bytes_;
 };
 
 }  // namespace grammard::service

@@ -89,6 +89,9 @@ absl::StatusOr<std::vector<Generation>> Generate(
           absl::StrCat("step ", step_id, ": ", result.sequences_size(),
                        " results for ", stepped.size(), " sequences"));
     }
+    auto decoded = proto::DecodeStepRows(
+        result, [&](size_t) { return tokenizer.vocab_size(); });
+    if (!decoded.ok()) return decoded.status();
     for (size_t i = 0; i < stepped.size(); ++i) {
       Active& a = *stepped[i];
       const v1::SequenceResult& r = result.sequences(static_cast<int>(i));
@@ -106,11 +109,8 @@ absl::StatusOr<std::vector<Generation>> Generate(
         return absl::InternalError(absl::StrCat(
             "sequence ", a.generation.sequence_id, ": a result with no row"));
       }
-      if (absl::Status s = proto::DecodeMaskRow(
-              r.rows(0), tokenizer.vocab_size(), words.data());
-          !s.ok()) {
-        return s;
-      }
+      const uint32_t* row = decoded->words.data() + decoded->offsets[i];
+      words.assign(row, row + words.size());
       a.pending = Pick(tokenizer, r, words, options.eos_probability, &a.rng);
       if (a.pending < 0) {
         return absl::InternalError(absl::StrCat(

@@ -192,11 +192,19 @@ class Stream {
   std::map<uint64_t, std::deque<v1::SequenceStatus>> statuses_;
 };
 
-std::vector<uint32_t> DecodeRow(const v1::MaskRow& row, int32_t vocab_size) {
-  std::vector<uint32_t> words((vocab_size + 31) / 32);
-  absl::Status s = proto::DecodeMaskRow(row, vocab_size, words.data());
-  EXPECT_TRUE(s.ok()) << s;
-  return words;
+// Row `row` of sequence `seq` of a step, decoded with the step's other rows
+// (a row may repeat an earlier one).
+std::vector<uint32_t> DecodeRow(const v1::StepResult& step, int seq, int row,
+                                int32_t vocab_size) {
+  auto decoded =
+      proto::DecodeStepRows(step, [&](size_t) { return vocab_size; });
+  EXPECT_TRUE(decoded.ok()) << decoded.status();
+  const size_t words = static_cast<size_t>(vocab_size + 31) / 32;
+  if (!decoded.ok()) return std::vector<uint32_t>(words);
+  auto begin = decoded->words.begin() +
+               static_cast<std::ptrdiff_t>(decoded->offsets[seq] + row * words);
+  return std::vector<uint32_t>(begin,
+                               begin + static_cast<std::ptrdiff_t>(words));
 }
 
 bool Allowed(const std::vector<uint32_t>& row, int32_t id) {
@@ -228,6 +236,8 @@ TEST_F(DecodeTest, MixedConstraintsOnOneStreamMatchTheEngineInProcess) {
     seqs.push_back(std::move(d));
   };
   add(Schema(kPersonSchema), R"({"name": "Ada", "age": 36})");
+  // The same text again: its rows go out as references to the first's.
+  add(Schema(kPersonSchema), R"({"name": "Ada", "age": 36})");
   v1::Constraint regex;
   regex.set_regex("[a-z]{2,5}@(x|y)\\.com");
   add(regex, "abc@y.com");
@@ -253,6 +263,7 @@ TEST_F(DecodeTest, MixedConstraintsOnOneStreamMatchTheEngineInProcess) {
   seqs.back().thinking_tokens = 5;
 
   Stream stream(stub_.get());
+  int references = 0;  // rows sent as MaskRow.same_as
   for (Driven& d : seqs) {
     stream.Open(d.id, d.constraint, d.reasoning);
     service::ReasoningOptions r{d.reasoning.enabled(),
@@ -293,7 +304,8 @@ TEST_F(DecodeTest, MixedConstraintsOnOneStreamMatchTheEngineInProcess) {
       ASSERT_EQ(r.sequence_id(), d.id);
       ASSERT_FALSE(r.has_error()) << r.error().message();
       ASSERT_EQ(r.rows_size(), 1);
-      std::vector<uint32_t> wire = DecodeRow(r.rows(0), n);
+      if (r.rows(0).has_same_as()) ++references;
+      std::vector<uint32_t> wire = DecodeRow(result, static_cast<int>(i), 0, n);
       std::vector<uint32_t> local(wire.size());
       d.reference->FillRows({}, local.data());
       ASSERT_EQ(wire, local) << "sequence " << d.id << " step " << step;
@@ -320,6 +332,7 @@ TEST_F(DecodeTest, MixedConstraintsOnOneStreamMatchTheEngineInProcess) {
     }
   }
   for (const Driven& d : seqs) EXPECT_TRUE(d.done) << d.id;
+  EXPECT_GT(references, 0);
   EXPECT_TRUE(stream.Finish().ok());
 }
 
@@ -366,7 +379,7 @@ TEST_F(DecodeTest, SpeculativeRowsRollbackAndJumpForward) {
   std::vector<uint32_t> local((drafts.size() + 1) * reference.mask_words());
   reference.FillRows(drafts, local.data());
   for (size_t i = 0; i <= drafts.size(); ++i) {
-    std::vector<uint32_t> wire = DecodeRow(result.sequences(0).rows(i), n);
+    std::vector<uint32_t> wire = DecodeRow(result, 0, static_cast<int>(i), n);
     EXPECT_TRUE(std::equal(wire.begin(), wire.end(),
                            local.begin() + i * reference.mask_words()))
         << "row " << i;
@@ -389,7 +402,7 @@ TEST_F(DecodeTest, SpeculativeRowsRollbackAndJumpForward) {
   ASSERT_TRUE(reference.Advance(2, {}).ok());
   std::vector<uint32_t> row(reference.mask_words());
   reference.FillRows({}, row.data());
-  EXPECT_EQ(DecodeRow(result.sequences(0).rows(0), n), row);
+  EXPECT_EQ(DecodeRow(result, 0, 0, n), row);
   EXPECT_FALSE(result.sequences(0).can_terminate());
   EXPECT_TRUE(stream.Finish().ok());
 }

@@ -7,34 +7,46 @@
 // final line to stdout:
 //
 //   RESULT batch=B steps_per_s=... step_p50_us=... step_p99_us=...
-//          bytes_per_step=... fill_p50_us=...
+//          bytes_per_step=... fill_p50_us=... bare_p50_us=...
+//          overhead_p50_us=...
 //
 // steps_per_s counts steps of all streams; step_*_us is the client's round
 // trip of one step; bytes_per_step the serialized StepResult; fill_p50_us
 // the server's per-sequence mask fill time, estimated from the buckets of
 // grammard_mask_fill_duration_seconds scraped before and after the timed
-// steps. Everything else goes to stderr.
+// steps; bare_p50_us the same steps' mask computation replayed in-process
+// (no encoding, no wire), and overhead_p50_us what the service adds to it.
+// Everything else goes to stderr.
 //
 // Cost: as fast as the daemon goes; the client decodes every mask row (as a
 // node uploading it would) on one thread per stream.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "grammar/compiler.h"
+#include "grammar/matcher.h"
+#include "grammar/thread_pool.h"
+#include "grammar/vocabulary.h"
 #include "proto/grammard.grpc.pb.h"
 #include "proto/mask_rows.h"
+#include "service/constraint.h"
 #include "service/grammarctl/constraint_spec.h"
 #include "service/grammarctl/decode_stream.h"
 #include "service/grammarctl/masked_sampler.h"
@@ -134,11 +146,19 @@ class StartGate {
   bool open_ = false;  // guarded by mu_
 };
 
+// What one step reported: per sequence, its id and the token it accepted
+// (-1: none yet), replayed in-process for the bare mask computation.
+struct RecordedStep {
+  bool timed = false;
+  std::vector<std::pair<uint64_t, int32_t>> sequences;
+};
+
 struct StreamResult {
   absl::Status status;
   std::vector<double> step_us;  // timed steps only
   double result_bytes = 0;      // summed over timed steps
   int64_t reopened = 0;
+  std::vector<RecordedStep> steps;  // warm-up and timed
 };
 
 struct Setup {
@@ -224,6 +244,8 @@ class StreamRunner {
     step_.Clear();
     step_.set_step_id(++step_id_);
     stepped_.clear();
+    RecordedStep recorded;
+    recorded.timed = timed;
     for (Sequence& seq : sequences_) {
       if (!seq.ready) {
         // Reopened: it joins once its READY status has come in.
@@ -236,7 +258,9 @@ class StreamRunner {
       s->set_sequence_id(seq.id);
       if (seq.pending >= 0) s->add_accepted_tokens(seq.pending);
       stepped_.push_back(&seq);
+      recorded.sequences.emplace_back(seq.id, seq.pending);
     }
+    result_.steps.push_back(std::move(recorded));
     const Clock::time_point start = Clock::now();
     if (absl::Status s = stream_.Step(step_, &result_step_); !s.ok()) return s;
     if (timed) {
@@ -245,6 +269,10 @@ class StreamRunner {
               .count());
       result_.result_bytes += static_cast<double>(result_step_.ByteSizeLong());
     }
+    const int32_t vocab_size = setup_.tokenizer.vocab_size();
+    auto decoded = grammard::proto::DecodeStepRows(
+        result_step_, [&](size_t) { return vocab_size; });
+    if (!decoded.ok()) return decoded.status();
     for (size_t i = 0; i < stepped_.size(); ++i) {
       Sequence& seq = *stepped_[i];
       const v1::SequenceResult& r = result_step_.sequences(static_cast<int>(i));
@@ -260,11 +288,8 @@ class StreamRunner {
         continue;
       }
       if (r.rows_size() == 0) return absl::InternalError("a result, no row");
-      if (absl::Status s = grammard::proto::DecodeMaskRow(
-              r.rows(0), setup_.tokenizer.vocab_size(), words_.data());
-          !s.ok()) {
-        return s;
-      }
+      const uint32_t* row = decoded->words.data() + decoded->offsets[i];
+      words_.assign(row, row + words_.size());
       seq.pending = grammard::grammarctl::UniformAllowed(words_, &rng_);
     }
     return absl::OkStatus();
@@ -359,6 +384,74 @@ absl::StatusOr<std::vector<grammard::load::Bucket>> ScrapeFill(int port) {
   return grammard::load::HistogramBuckets(*text, kFillHistogram);
 }
 
+// The bare mask computation of every timed step: the same sequences accept
+// the same tokens and fill their rows in-process, on a pool of the daemon's
+// --fill_threads, with nothing encoded or sent. Matchers are created before
+// a step's clock starts.
+absl::StatusOr<std::vector<double>> BareStepTimes(
+    const std::string& schema, const std::vector<StreamResult>& results) {
+  const std::string name = absl::GetFlag(FLAGS_tokenizer);
+  const std::optional<std::string> dir = grammard::testing::TokenizerDir(name);
+  if (!dir.has_value()) {
+    return absl::NotFoundError("no tokenizer folder for " + name +
+                               " (run tools/setup.sh)");
+  }
+  grammard::grammar::VocabularyOptions options;
+  options.name = name;
+  auto vocab = grammard::grammar::Vocabulary::FromDirectory(*dir, options);
+  if (!vocab.ok()) return vocab.status();
+  grammard::grammar::GrammarCompiler compiler(*vocab);
+  grammard::grammarctl::ConstraintSpec spec;
+  spec.json_schema = schema;
+  spec.whitespace = absl::GetFlag(FLAGS_whitespace);
+  auto constraint = grammard::grammarctl::BuildConstraint(spec);
+  if (!constraint.ok()) return constraint.status();
+  auto compiled = grammard::service::CompileConstraint(
+      compiler, *constraint, grammard::service::CompileLimits());
+  if (!compiled.ok()) return compiled.status();
+
+  grammard::grammar::ThreadPool pool(absl::GetFlag(FLAGS_fill_threads));
+  const size_t words = static_cast<size_t>((*vocab)->size() + 31) / 32;
+  std::vector<double> times;
+  for (const StreamResult& r : results) {
+    std::unordered_map<uint64_t,
+                       std::unique_ptr<grammard::grammar::GrammarMatcher>>
+        matchers;
+    std::vector<grammard::grammar::GrammarMatcher*> stepped;
+    std::vector<uint32_t> rows;
+    for (const RecordedStep& step : r.steps) {
+      stepped.clear();
+      for (const auto& [id, token] : step.sequences) {
+        auto& m = matchers[id];
+        if (m == nullptr) {
+          m = std::make_unique<grammard::grammar::GrammarMatcher>(
+              compiled->grammar);
+        }
+        stepped.push_back(m.get());
+      }
+      rows.resize(stepped.size() * words);
+      std::atomic<bool> refused{false};
+      const Clock::time_point start = Clock::now();
+      pool.ParallelFor(static_cast<int64_t>(stepped.size()), [&](int64_t i) {
+        const auto k = static_cast<size_t>(i);
+        const int32_t token = step.sequences[k].second;
+        if (token >= 0 && !stepped[k]->AcceptToken(token).ok()) refused = true;
+        stepped[k]->FillNextTokenMask(rows.data() + k * words);
+      });
+      if (step.timed) {
+        times.push_back(
+            std::chrono::duration<double, std::micro>(Clock::now() - start)
+                .count());
+      }
+      if (refused) {
+        return absl::InternalError(
+            "replay: a token the daemon accepted was refused in-process");
+      }
+    }
+  }
+  return times;
+}
+
 double Percentile(std::vector<double> values, double q) {
   if (values.empty()) return std::nan("");
   std::sort(values.begin(), values.end());
@@ -436,6 +529,14 @@ int Run() {
     std::fprintf(stderr, "step_bench: no fill times: %s\n",
                  before.status().ToString().c_str());
   }
+  double bare_p50_us = std::nan("");
+  if (auto bare = BareStepTimes(*schema, results); bare.ok()) {
+    bare_p50_us = Percentile(*bare, 0.5);
+  } else {
+    std::fprintf(stderr, "step_bench: no bare mask times: %s\n",
+                 bare.status().ToString().c_str());
+  }
+  const double step_p50_us = Percentile(step_us, 0.5);
   std::fprintf(stderr,
                "step_bench: %d stream(s) x %d sequences, %zu timed steps in "
                "%.2f s, %lld sequences reopened\n",
@@ -443,10 +544,11 @@ int Run() {
                static_cast<long long>(reopened));
   std::printf(
       "RESULT batch=%d steps_per_s=%.1f step_p50_us=%.1f step_p99_us=%.1f "
-      "bytes_per_step=%.0f fill_p50_us=%.2f\n",
-      batch, static_cast<double>(step_us.size()) / seconds,
-      Percentile(step_us, 0.5), Percentile(step_us, 0.99),
-      bytes / static_cast<double>(step_us.size()), fill_p50_us);
+      "bytes_per_step=%.0f fill_p50_us=%.2f bare_p50_us=%.1f "
+      "overhead_p50_us=%.1f\n",
+      batch, static_cast<double>(step_us.size()) / seconds, step_p50_us,
+      Percentile(step_us, 0.99), bytes / static_cast<double>(step_us.size()),
+      fill_p50_us, bare_p50_us, step_p50_us - bare_p50_us);
   return 0;
 }
 
