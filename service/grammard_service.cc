@@ -527,6 +527,12 @@ void GrammardService::Reap() {
   }
 }
 
+absl::Status GrammardService::Authorize(
+    const grpc::ServerContext& context) const {
+  if (options_.auth == nullptr) return absl::OkStatus();
+  return options_.auth->Check(context.client_metadata());
+}
+
 grpc::Status GrammardService::Fail(const absl::Status& status) {
   metrics_->CountError(status.code());
   return ToGrpc(status);
@@ -539,8 +545,9 @@ void GrammardService::BeginShutdown() {
 }
 
 grpc::Status GrammardService::RegisterTokenizer(
-    grpc::ServerContext*, const v1::RegisterTokenizerRequest* request,
+    grpc::ServerContext* context, const v1::RegisterTokenizerRequest* request,
     v1::Tokenizer* response) {
+  if (absl::Status s = Authorize(*context); !s.ok()) return Fail(s);
   grammar::VocabularyOptions options;
   options.name = request->name();
   options.eos_ids.assign(request->eos_token_ids().begin(),
@@ -554,8 +561,9 @@ grpc::Status GrammardService::RegisterTokenizer(
 }
 
 grpc::Status GrammardService::ListTokenizers(
-    grpc::ServerContext*, const v1::ListTokenizersRequest*,
+    grpc::ServerContext* context, const v1::ListTokenizersRequest*,
     v1::ListTokenizersResponse* response) {
+  if (absl::Status s = Authorize(*context); !s.ok()) return Fail(s);
   for (const auto& [name, entry] : tokenizers_->List()) {
     DescribeTokenizer(name, *entry, response->add_tokenizers());
   }
@@ -565,6 +573,7 @@ grpc::Status GrammardService::ListTokenizers(
 grpc::Status GrammardService::Compile(grpc::ServerContext* context,
                                       const v1::CompileRequest* request,
                                       v1::CompileResponse* response) {
+  if (absl::Status s = Authorize(*context); !s.ok()) return Fail(s);
   auto tokenizer = tokenizers_->Find(request->tokenizer());
   if (!tokenizer.ok()) return Fail(tokenizer.status());
   auto submitted = compiles_->Submit(*tokenizer, request->constraint());
@@ -587,6 +596,7 @@ grpc::Status GrammardService::Compile(grpc::ServerContext* context,
 grpc::Status GrammardService::Decode(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::DecodeResponse, v1::DecodeRequest>* rw) {
+  if (absl::Status s = Authorize(*context); !s.ok()) return Fail(s);
   Stream stream(this, context, rw);
   {
     absl::MutexLock lock(&mu_);
@@ -611,6 +621,7 @@ namespace grammard::service {
 grpc::Status GrammardService::SyncGroup(grpc::ServerContext* context,
                                         const v1::SyncGroupRequest* request,
                                         v1::SyncGroupResponse* response) {
+  if (absl::Status s = Authorize(*context); !s.ok()) return Fail(s);
   RankSync::Report report;
   report.group = request->group_id();
   report.round = request->round();

@@ -28,6 +28,7 @@
 #include "grammar/thread_pool.h"
 #include "proto/grammard.grpc.pb.h"
 #include "service/compile_pool.h"
+#include "service/listener_security.h"
 #include "service/rank_sync.h"
 #include "service/service_metrics.h"
 #include "service/tokenizer_registry.h"
@@ -42,6 +43,8 @@ struct ServiceOptions {
   // A stream with no message for this long is cancelled, freeing its
   // sequences (an engine that died without closing its stream); 0: never.
   std::chrono::seconds stream_idle_timeout{600};
+  // When set, every Grammard RPC must carry this bearer token.
+  std::shared_ptr<const BearerToken> auth;
 };
 
 class GrammardService final : public grammard::v1::Grammard::Service {
@@ -77,6 +80,8 @@ class GrammardService final : public grammard::v1::Grammard::Service {
  private:
   class Stream;
 
+  // Unauthenticated unless the call carries the configured bearer token.
+  absl::Status Authorize(const grpc::ServerContext& context) const;
   grpc::Status Fail(const absl::Status& status);
   // Cancels idle streams every second until the service is destroyed.
   void Reap();

@@ -26,10 +26,21 @@
 #include "service/service_metrics.h"
 #include "service/tokenizer_registry.h"
 
-ABSL_FLAG(std::string, listen, "0.0.0.0:50051",
-          "gRPC address; port 0 picks a free port (see --port_file).");
-ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:9464",
-          "HTTP address of /metrics; empty to serve no metrics.");
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
+          "gRPC address; port 0 picks a free port (see --port_file). "
+          "Loopback by default: a sidecar's engine is in the same pod.");
+ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
+          "HTTP address of /metrics (0.0.0.0:9464 for a Prometheus in "
+          "another pod); empty to serve no metrics.");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "PEM certificate chain: serve gRPC over TLS (with --tls_key_file).");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file.");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "PEM CA bundle: require client certificates it signed (mutual "
+          "TLS).");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "File holding a bearer token every Grammard RPC must carry "
+          "(\"authorization: Bearer <token>\"); health checks stay open.");
 ABSL_FLAG(std::string, port_file, "",
           "If set, write \"grpc=<port> metrics=<port>\" here once serving.");
 ABSL_FLAG(std::string, tokenizer_dir, ".deps/tokenizers",
@@ -78,11 +89,14 @@ ABSL_FLAG(int, shutdown_grace_ms, 5000,
 
 namespace {
 
+using grammard::service::BearerToken;
 using grammard::service::CompilePool;
 using grammard::service::GrammarCache;
 using grammard::service::GrammardService;
+using grammard::service::MakeServerCredentials;
 using grammard::service::ServiceMetrics;
 using grammard::service::ServiceOptions;
+using grammard::service::TlsFiles;
 using grammard::service::TokenizerRegistry;
 using grammard::service::redis::RedisTier;
 
@@ -162,6 +176,23 @@ int Run() {
       absl::GetFlag(FLAGS_max_sequences_per_stream);
   service_options.stream_idle_timeout =
       std::chrono::seconds(absl::GetFlag(FLAGS_stream_idle_timeout_s));
+  if (const std::string path = absl::GetFlag(FLAGS_auth_token_file);
+      !path.empty()) {
+    auto token = BearerToken::FromFile(path);
+    if (!token.ok()) {
+      std::fprintf(stderr, "grammard: %s\n", token.status().ToString().c_str());
+      return 2;
+    }
+    service_options.auth = std::make_shared<const BearerToken>(*token);
+  }
+  auto credentials = MakeServerCredentials(TlsFiles{
+      absl::GetFlag(FLAGS_tls_cert_file), absl::GetFlag(FLAGS_tls_key_file),
+      absl::GetFlag(FLAGS_tls_client_ca_file)});
+  if (!credentials.ok()) {
+    std::fprintf(stderr, "grammard: %s\n",
+                 credentials.status().ToString().c_str());
+    return 2;
+  }
   GrammardService service(service_options, &tokenizers, &compiles, &metrics);
 
   grammard::metrics::MetricsServer metrics_server(&registry);
@@ -179,8 +210,7 @@ int Run() {
   grpc::ServerBuilder builder;
   int grpc_port = 0;
   const std::string listen = absl::GetFlag(FLAGS_listen);
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(),
-                           &grpc_port);
+  builder.AddListeningPort(listen, *credentials, &grpc_port);
   builder.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
   builder.SetMaxSendMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
   builder.RegisterService(&service);

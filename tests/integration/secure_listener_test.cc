@@ -1,0 +1,156 @@
+// The gRPC listener's protections, whole-system: the real daemon serving
+// mutual TLS with a bearer token. A client with the CA, its own certificate
+// and the token is served; without the token it gets UNAUTHENTICATED on
+// every Grammard RPC, while health checks stay open for kubelet's probes;
+// without a client certificate, or in plaintext, it is not served at all.
+// Certificates come from the openssl command line.
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "proto/grammard.grpc.pb.h"
+#include "proto/health.grpc.pb.h"
+#include "tests/support/daemon.h"
+#include "tests/support/paths.h"
+
+namespace grammard {
+namespace {
+
+namespace v1 = grammard::v1;
+using testing::Daemon;
+
+constexpr char kToken[] = "t0k3n-for-tests";
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A CA, a server certificate for 127.0.0.1 and a client certificate, both
+// signed by the CA, in `dir`; false if openssl failed.
+bool MakeCertificates(const std::string& dir) {
+  const std::string d = dir + "/";
+  const std::string cmd = absl::StrCat(
+      "set -e; cd ", dir, "; ",
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=test-ca "
+      "-keyout ca.key -out ca.pem; ",
+      "openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 "
+      "-keyout server.key -out server.csr; ",
+      "echo subjectAltName=IP:127.0.0.1 > san.ext; ",
+      "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key "
+      "-CAcreateserial -days 1 -extfile san.ext -out server.pem; ",
+      "openssl req -newkey rsa:2048 -nodes -subj /CN=engine "
+      "-keyout client.key -out client.csr; ",
+      "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key "
+      "-CAcreateserial -days 1 -out client.pem");
+  return std::system(("(" + cmd + ") >/dev/null 2>&1").c_str()) == 0;
+}
+
+class SecureListenerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!testing::TokenizerDir("llama3").has_value()) {
+      GTEST_SKIP() << testing::MissingDataMessage("the llama3 tokenizer");
+    }
+    dir_ = testing::MakeTempDir();
+    ASSERT_FALSE(dir_.empty());
+    ASSERT_TRUE(MakeCertificates(dir_)) << "openssl could not make certs";
+    std::ofstream(dir_ + "/token") << kToken << "\n";
+    testing::DaemonOptions options;
+    options.flags = {"--tls_cert_file=" + dir_ + "/server.pem",
+                     "--tls_key_file=" + dir_ + "/server.key",
+                     "--tls_client_ca_file=" + dir_ + "/ca.pem",
+                     "--auth_token_file=" + dir_ + "/token"};
+    auto daemon = Daemon::Start(options);
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    daemon_ = *std::move(daemon);
+  }
+
+  std::shared_ptr<grpc::Channel> Channel(bool client_cert) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = ReadAll(dir_ + "/ca.pem");
+    if (client_cert) {
+      ssl.pem_private_key = ReadAll(dir_ + "/client.key");
+      ssl.pem_cert_chain = ReadAll(dir_ + "/client.pem");
+    }
+    return grpc::CreateChannel(daemon_->target(), grpc::SslCredentials(ssl));
+  }
+
+  static grpc::Status List(grpc::Channel* channel, const std::string& token) {
+    auto stub = v1::Grammard::NewStub(
+        std::shared_ptr<grpc::Channel>(channel, [](grpc::Channel*) {}));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(20));
+    if (!token.empty()) context.AddMetadata("authorization", token);
+    v1::ListTokenizersResponse response;
+    return stub->ListTokenizers(&context, v1::ListTokenizersRequest(),
+                                &response);
+  }
+
+  std::string dir_;
+  std::unique_ptr<Daemon> daemon_;
+};
+
+TEST_F(SecureListenerTest, ServesOnlyCertifiedClientsWithTheToken) {
+  auto channel = Channel(/*client_cert=*/true);
+  grpc::Status s = List(channel.get(), absl::StrCat("Bearer ", kToken));
+  EXPECT_TRUE(s.ok()) << s.error_message();
+
+  for (const std::string& bad :
+       {std::string(), std::string("Bearer wrong"), std::string(kToken)}) {
+    s = List(channel.get(), bad);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << bad;
+    EXPECT_EQ(s.error_message().find(kToken), std::string::npos)
+        << s.error_message();
+  }
+  // The stream and the other RPCs are guarded too.
+  {
+    auto stub = v1::Grammard::NewStub(channel);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(20));
+    auto stream = stub->Decode(&context);
+    v1::DecodeResponse response;
+    EXPECT_FALSE(stream->Read(&response));
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {
+    auto stub = v1::Grammard::NewStub(channel);
+    grpc::ClientContext context;
+    v1::CompileRequest request;
+    request.set_tokenizer("llama3");
+    request.mutable_constraint()->set_regex("a+");
+    v1::CompileResponse response;
+    EXPECT_EQ(stub->Compile(&context, request, &response).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+
+  // Health needs no token (kubelet's probes carry none).
+  auto health = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext context;
+  grpc::health::v1::HealthCheckResponse response;
+  s = health->Check(&context, grpc::health::v1::HealthCheckRequest(),
+                    &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+}
+
+TEST_F(SecureListenerTest, RefusesClientsWithoutACertificateOrTls) {
+  const std::string bearer = absl::StrCat("Bearer ", kToken);
+  auto no_cert = Channel(/*client_cert=*/false);
+  EXPECT_EQ(List(no_cert.get(), bearer).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  auto plaintext = grpc::CreateChannel(daemon_->target(),
+                                       grpc::InsecureChannelCredentials());
+  EXPECT_EQ(List(plaintext.get(), bearer).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+}
+
+}  // namespace
+}  // namespace grammard
