@@ -194,9 +194,10 @@ absl::Status DecodeMaskRow(const grammard::v1::MaskRow& row, int32_t vocab_size,
                   sizeof(uint32_t) * num_words);
       return absl::OkStatus();
     case grammard::v1::MaskRow::kSameAs:
+    case grammard::v1::MaskRow::kSameAsPrevious:
       return absl::InvalidArgumentError(
-          "mask row: same_as needs the earlier rows of its step "
-          "(StepRowDecoder)");
+          "mask row: a reference to another row (same_as, same_as_previous) "
+          "needs StepRowDecoder");
     case grammard::v1::MaskRow::ENCODING_NOT_SET:
       break;
   }
@@ -204,8 +205,20 @@ absl::Status DecodeMaskRow(const grammard::v1::MaskRow& row, int32_t vocab_size,
 }
 
 absl::Status StepRowDecoder::Next(const grammard::v1::MaskRow& row,
-                                  int32_t vocab_size, uint32_t* words) {
-  if (row.encoding_case() == grammard::v1::MaskRow::kSameAs) {
+                                  int32_t vocab_size, uint32_t* words,
+                                  const uint32_t* previous) {
+  if (row.encoding_case() == grammard::v1::MaskRow::kSameAsPrevious) {
+    if (previous == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("mask row ", decoded_.size(),
+                       ": same_as_previous for a sequence with no previous "
+                       "row kept"));
+    }
+    if (previous != words) {
+      std::memcpy(words, previous,
+                  sizeof(uint32_t) * static_cast<size_t>(WordsFor(vocab_size)));
+    }
+  } else if (row.encoding_case() == grammard::v1::MaskRow::kSameAs) {
     if (row.same_as() >= decoded_.size()) {
       return absl::InvalidArgumentError(
           absl::StrCat("mask row ", decoded_.size(), ": same_as ",
@@ -231,6 +244,14 @@ absl::Status StepRowDecoder::Next(const grammard::v1::MaskRow& row,
 absl::StatusOr<DecodedStep> DecodeStepRows(
     const grammard::v1::StepResult& step,
     absl::FunctionRef<int32_t(size_t)> vocab_size) {
+  return DecodeStepRows(step, vocab_size,
+                        [](size_t) -> const uint32_t* { return nullptr; });
+}
+
+absl::StatusOr<DecodedStep> DecodeStepRows(
+    const grammard::v1::StepResult& step,
+    absl::FunctionRef<int32_t(size_t)> vocab_size,
+    absl::FunctionRef<const uint32_t*(size_t)> previous_row) {
   DecodedStep decoded;
   size_t total = 0;
   for (int i = 0; i < step.sequences_size(); ++i) {
@@ -244,8 +265,12 @@ absl::StatusOr<DecodedStep> DecodeStepRows(
   for (int i = 0; i < step.sequences_size(); ++i) {
     const int32_t vocab = vocab_size(static_cast<size_t>(i));
     uint32_t* out = decoded.words.data() + decoded.offsets[i];
+    const uint32_t* previous = previous_row(static_cast<size_t>(i));
     for (const grammard::v1::MaskRow& row : step.sequences(i).rows()) {
-      if (absl::Status s = decoder.Next(row, vocab, out); !s.ok()) return s;
+      if (absl::Status s = decoder.Next(row, vocab, out, previous); !s.ok()) {
+        return s;
+      }
+      previous = nullptr;  // only a first row may repeat the previous one
       out += WordsFor(vocab);
     }
   }
@@ -262,6 +287,8 @@ MaskEncoding EncodingOf(const grammard::v1::MaskRow& row) {
       return MaskEncoding::kForbidden;
     case grammard::v1::MaskRow::kSameAs:
       return MaskEncoding::kSameAs;
+    case grammard::v1::MaskRow::kSameAsPrevious:
+      return MaskEncoding::kSameAsPrevious;
     default:
       return MaskEncoding::kBitmap;
   }
@@ -279,6 +306,8 @@ const char* MaskEncodingName(MaskEncoding encoding) {
       return "bitmap";
     case MaskEncoding::kSameAs:
       return "same_as";
+    case MaskEncoding::kSameAsPrevious:
+      return "same_as_previous";
   }
   return "bitmap";
 }

@@ -27,18 +27,22 @@ void EncodeMaskRow(const uint32_t* words, int32_t vocab_size,
 
 // Writes ceil(vocab_size / 32) words. InvalidArgument for a row with no
 // encoding, an id outside [0, vocab_size), a bitmap of the wrong length or
-// a same_as row (which only StepRowDecoder can resolve).
+// a reference (same_as, same_as_previous: only StepRowDecoder resolves
+// them).
 absl::Status DecodeMaskRow(const grammard::v1::MaskRow& row, int32_t vocab_size,
                            uint32_t* words);
 
 // Decodes the rows of one StepResult: call Next for every row of every
 // sequence, in order. A same_as row is copied from where the row it repeats
 // was decoded, so those words must stay in place until the step is done.
-// Not thread-safe; one per step (or Reset between steps).
+// A same_as_previous row is copied from `previous`, the sequence's first
+// row of its latest step (kept by a client that opened it with
+// keeps_previous_row; may be `words` itself). Not thread-safe; one per step
+// (or Reset between steps).
 class StepRowDecoder {
  public:
   absl::Status Next(const grammard::v1::MaskRow& row, int32_t vocab_size,
-                    uint32_t* words);
+                    uint32_t* words, const uint32_t* previous = nullptr);
   void Reset() { decoded_.clear(); }
 
  private:
@@ -58,10 +62,23 @@ struct DecodedStep {
 absl::StatusOr<DecodedStep> DecodeStepRows(
     const grammard::v1::StepResult& step,
     absl::FunctionRef<int32_t(size_t)> vocab_size);
+// The same, resolving same_as_previous rows from previous_row(i): the first
+// row sequences(i) had at its latest step, or null when there is none.
+absl::StatusOr<DecodedStep> DecodeStepRows(
+    const grammard::v1::StepResult& step,
+    absl::FunctionRef<int32_t(size_t)> vocab_size,
+    absl::FunctionRef<const uint32_t*(size_t)> previous_row);
 
 // Which form a row was encoded in (for metrics and tests).
-enum class MaskEncoding { kAllAllowed, kAllowed, kForbidden, kBitmap, kSameAs };
-inline constexpr int kNumMaskEncodings = 5;
+enum class MaskEncoding {
+  kAllAllowed,
+  kAllowed,
+  kForbidden,
+  kBitmap,
+  kSameAs,
+  kSameAsPrevious
+};
+inline constexpr int kNumMaskEncodings = 6;
 MaskEncoding EncodingOf(const grammard::v1::MaskRow& row);
 const char* MaskEncodingName(MaskEncoding encoding);
 

@@ -139,6 +139,38 @@ TEST(StepRowDecoder, CopiesSameAsRowsFromWhereTheyWereDecoded) {
   EXPECT_FALSE(decoder.Next(repeat, vocab, rows[0]).ok());
 }
 
+TEST(DecodeStepRows, ResolvesSameAsPreviousFromTheKeptFirstRow) {
+  std::mt19937 rng(9);
+  std::vector<uint32_t> kept = RandomRow(100, 0.5, &rng);
+  grammard::v1::StepResult step;
+  grammard::v1::SequenceResult* first = step.add_sequences();
+  first->add_rows()->set_same_as_previous(true);
+  first->add_rows()->set_same_as(0);  // a draft row repeating the first
+  step.add_sequences()->add_rows()->set_same_as(1);
+  EXPECT_EQ(EncodingOf(first->rows(0)), MaskEncoding::kSameAsPrevious);
+  auto decoded = DecodeStepRows(
+      step, [](size_t) { return 100; },
+      [&](size_t i) -> const uint32_t* {
+        return i == 0 ? kept.data() : nullptr;
+      });
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  std::vector<uint32_t> expected;
+  for (int i = 0; i < 3; ++i)
+    expected.insert(expected.end(), kept.begin(), kept.end());
+  EXPECT_EQ(decoded->words, expected);
+
+  // Without a kept row, or on a row other than the first, it is refused.
+  auto none = DecodeStepRows(step, [](size_t) { return 100; });
+  EXPECT_NE(none.status().message().find("no previous row"), std::string::npos)
+      << none.status();
+  first->mutable_rows(1)->set_same_as_previous(true);
+  EXPECT_FALSE(DecodeStepRows(
+                   step, [](size_t) { return 100; },
+                   [&](size_t) -> const uint32_t* { return kept.data(); })
+                   .ok());
+  EXPECT_FALSE(DecodeMaskRow(first->rows(0), 100, expected.data()).ok());
+}
+
 TEST(DecodeStepRows, PlacesEachSequencesRowsWithItsVocabulary) {
   std::mt19937 rng(5);
   const int32_t vocabs[3] = {100, 40, 100};

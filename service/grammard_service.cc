@@ -150,6 +150,7 @@ class GrammardService::Stream {
     std::shared_ptr<CompileJob> job;
     ReasoningOptions reasoning;
     bool jump_forward = false;
+    bool keeps_previous_row = false;     // the client's, see OpenSequence
     std::unique_ptr<Sequence> sequence;  // once the grammar is ready
     absl::Status failed;                 // set: every step reports it
     std::vector<uint32_t> rows;          // scratch for FillRows
@@ -292,6 +293,7 @@ void GrammardService::Stream::Open(const v1::OpenSequence& open) {
   slot.reasoning.enabled = open.reasoning().enabled();
   slot.reasoning.think_end_token = open.reasoning().think_end_token_id();
   slot.jump_forward = open.jump_forward();
+  slot.keeps_previous_row = open.keeps_previous_row();
 
   auto refuse = [&](const absl::Status& status) {
     slot.failed = status;
@@ -437,6 +439,7 @@ void GrammardService::Stream::Step(const v1::Step& step,
     for (int i = 0; i < w.result->rows_size(); ++i) {
       row_encoder_.Add(w.slot->rows.data() + static_cast<size_t>(i) * words,
                        vocab_size, i == 0 ? &w.slot->first_row : nullptr,
+                       i == 0 && w.slot->keeps_previous_row,
                        w.result->mutable_rows(i));
     }
   }

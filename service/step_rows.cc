@@ -33,24 +33,37 @@ uint64_t SampledHash(const uint32_t* words, size_t num_words) {
 }  // namespace
 
 void StepRowEncoder::Add(const uint32_t* words, int32_t vocab_size,
-                         RowMemory* memory, grammard::v1::MaskRow* out) {
+                         RowMemory* memory, bool client_keeps_previous,
+                         grammard::v1::MaskRow* out) {
   const size_t num_words = WordsFor(vocab_size);
   const size_t bytes = sizeof(uint32_t) * num_words;
+  const bool unchanged = memory != nullptr &&
+                         memory->words.size() == num_words &&
+                         std::memcmp(memory->words.data(), words, bytes) == 0;
+  // Every row is listed, whatever it is sent as: later rows may refer to it.
   const auto index = static_cast<uint32_t>(rows_.size());
   auto [last, inserted] =
       last_with_hash_.try_emplace(SampledHash(words, num_words), index);
   const uint32_t earlier = inserted ? kNone : last->second;
   rows_.push_back(Row{words, vocab_size, earlier});
   if (!inserted) last->second = index;
+  if (unchanged && client_keeps_previous) {
+    out->set_same_as_previous(true);
+    return;
+  }
   for (uint32_t e = earlier; e != kNone; e = rows_[e].next_same_hash) {
     if (rows_[e].vocab_size == vocab_size &&
         std::memcmp(rows_[e].words, words, bytes) == 0) {
       out->set_same_as(e);
+      if (memory != nullptr && !unchanged) {
+        memory->words.assign(words, words + num_words);
+        memory->encoded.Clear();
+      }
       return;
     }
   }
-  if (memory != nullptr && memory->words.size() == num_words &&
-      std::memcmp(memory->words.data(), words, bytes) == 0) {
+  if (unchanged && memory->encoded.encoding_case() !=
+                       grammard::v1::MaskRow::ENCODING_NOT_SET) {
     *out = memory->encoded;
     return;
   }

@@ -1,10 +1,11 @@
 // Encoding the mask rows of one Decode step for the wire. Most rows of a
 // batch repeat: sequences sharing a grammar sit in the same state (in one
 // benchmark, 8 rows in 10 equal an earlier row of their step), and a
-// sequence inside a long string keeps its row from step to step. So a row
-// equal to an earlier row of its step becomes a reference to it
-// (MaskRow.same_as), a sequence's first row equal to the one it had at its
-// previous step reuses that encoding, and only the other rows are encoded
+// sequence inside a long string keeps its row from step to step. So a
+// sequence's first row equal to the one it was last sent goes out as
+// MaskRow.same_as_previous (when its client keeps that row) or reuses its
+// encoding, a row equal to an earlier row of its step becomes a reference
+// to it (MaskRow.same_as), and only the other rows are encoded
 // (proto/mask_rows.h), possibly in parallel.
 //
 // Cost: per row a 64-bit hash of a quarter of its words and, on a hash
@@ -27,7 +28,8 @@
 
 namespace grammard::service {
 
-// A sequence's first row as last sent, kept between its steps.
+// A sequence's first row as last sent, kept between its steps, and its
+// encoding when it was sent encoded (otherwise no encoding is set).
 struct RowMemory {
   std::vector<uint32_t> words;
   grammard::v1::MaskRow encoded;
@@ -40,11 +42,12 @@ class StepRowEncoder {
       std::function<void(size_t n, const std::function<void(size_t)>& fn)>;
 
   // The next row of the step, in wire order: ceil(vocab_size / 32) words
-  // that must stay in place until Finish. `memory` (or null) is where the
-  // sequence keeps its first row between steps. `out` is written by Add or
-  // by Finish.
+  // that must stay in place until Finish. For a sequence's first row,
+  // `memory` is where it is kept between steps (null for the others), and
+  // `client_keeps_previous` says the client keeps it too. `out` is written
+  // by Add or by Finish.
   void Add(const uint32_t* words, int32_t vocab_size, RowMemory* memory,
-           grammard::v1::MaskRow* out);
+           bool client_keeps_previous, grammard::v1::MaskRow* out);
 
   // Encodes the rows that need it, updates their memories and gets ready
   // for the next step.

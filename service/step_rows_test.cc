@@ -19,6 +19,7 @@ StepRowEncoder::ForEach Serial(size_t* calls) {
   };
 }
 
+// Decodes rows that make no same_as_previous reference.
 std::vector<uint32_t> Decode(const std::vector<MaskRow>& rows,
                              int32_t vocab_size) {
   const size_t words = static_cast<size_t>(vocab_size + 31) / 32;
@@ -32,10 +33,12 @@ std::vector<uint32_t> Decode(const std::vector<MaskRow>& rows,
 }
 
 // Against a brute-force oracle: steps of rows drawn from a few distinct
-// rows, each step's first row belonging to one of a few sequences with a
-// memory. Every row decodes back to itself; a row is a reference exactly
-// when an equal row came earlier in its step; only rows equal neither to an
-// earlier row nor to their sequence's memory are encoded.
+// rows; the first rows of a step may belong to one of three sequences with
+// a memory (sequence 1's client keeps its previous row). Every row decodes
+// back to itself; a kept, unchanged first row is same_as_previous; else a
+// row is a reference exactly when an equal row came earlier in its step;
+// only rows that are neither, nor an unchanged row whose encoding is known,
+// are encoded.
 TEST(StepRowEncoder, MatchesABruteForceOracle) {
   std::mt19937 rng(11);
   for (int32_t vocab : {1, 70, 1000, 128256}) {
@@ -47,43 +50,65 @@ TEST(StepRowEncoder, MatchesABruteForceOracle) {
       if (vocab % 32 != 0) row.back() &= (uint32_t{1} << (vocab % 32)) - 1;
     }
     std::vector<RowMemory> memories(3);
-    std::vector<std::vector<uint32_t>> oracle_memory(3);
+    const bool keeps[3] = {false, true, false};
+    std::vector<std::vector<uint32_t>> sent(3);    // oracle: last row sent
+    std::vector<bool> encoding_known(3, false);    // oracle
+    std::vector<std::vector<uint32_t>> client(3);  // the client's kept rows
     StepRowEncoder encoder;
-    for (int step = 0; step < 40; ++step) {
+    for (int step = 0; step < 60; ++step) {
       const size_t n = 1 + rng() % 8;
       std::vector<uint32_t> rows(n * words);
       std::vector<MaskRow> out(n);
-      size_t expected_encodes = 0;
-      std::vector<int> memory_of(n, -1);
+      std::vector<int> sequence(n, -1);
       for (size_t i = 0; i < n; ++i) {
         const auto& pick = distinct[rng() % distinct.size()];
         std::memcpy(rows.data() + i * words, pick.data(), 4 * words);
-        if (i < memories.size() && rng() % 2 == 0) memory_of[i] = int(i);
+        if (i < memories.size() && rng() % 2 == 0) sequence[i] = int(i);
       }
+      size_t expected_encodes = 0;
       for (size_t i = 0; i < n; ++i) {
         const uint32_t* row = rows.data() + i * words;
-        RowMemory* memory = memory_of[i] < 0 ? nullptr : &memories[i];
-        encoder.Add(row, vocab, memory, &out[i]);
+        const std::vector<uint32_t> row_vector(row, row + words);
+        const int k = sequence[i];
+        encoder.Add(row, vocab, k < 0 ? nullptr : &memories[k],
+                    k >= 0 && keeps[k], &out[i]);
+        const bool unchanged = k >= 0 && sent[k] == row_vector;
         bool earlier = false;
         for (size_t e = 0; e < i; ++e) {
           earlier |= std::memcmp(rows.data() + e * words, row, 4 * words) == 0;
         }
-        EXPECT_EQ(out[i].has_same_as(), earlier)
-            << "step " << step << " row " << i;
-        if (earlier) continue;
-        const bool remembered =
-            memory != nullptr &&
-            oracle_memory[i] == std::vector<uint32_t>(row, row + words);
-        if (!remembered) {
-          ++expected_encodes;
-          if (memory != nullptr) oracle_memory[i].assign(row, row + words);
+        SCOPED_TRACE(::testing::Message() << "step " << step << " row " << i);
+        if (unchanged && keeps[k]) {
+          EXPECT_TRUE(out[i].has_same_as_previous());
+          continue;
         }
+        EXPECT_EQ(out[i].has_same_as(), earlier);
+        if (earlier) {
+          if (k >= 0 && !unchanged) encoding_known[k] = false;
+        } else if (!(unchanged && encoding_known[k])) {
+          ++expected_encodes;
+          if (k >= 0) encoding_known[k] = true;
+        }
+        if (k >= 0) sent[k] = row_vector;
       }
       size_t encodes = 0;
       encoder.Finish(Serial(&encodes));
       EXPECT_EQ(encodes, expected_encodes) << "step " << step;
-      EXPECT_EQ(Decode(out, vocab), rows)
-          << "vocab " << vocab << " step " << step;
+
+      std::vector<uint32_t> decoded(n * words);
+      proto::StepRowDecoder decoder;
+      for (size_t i = 0; i < n; ++i) {
+        const int k = sequence[i];
+        const bool kept = k >= 0 && keeps[k] && !client[k].empty();
+        absl::Status s = decoder.Next(out[i], vocab, decoded.data() + i * words,
+                                      kept ? client[k].data() : nullptr);
+        ASSERT_TRUE(s.ok()) << s;
+        if (k >= 0 && keeps[k]) {
+          client[k].assign(decoded.begin() + i * words,
+                           decoded.begin() + (i + 1) * words);
+        }
+      }
+      EXPECT_EQ(decoded, rows) << "vocab " << vocab << " step " << step;
     }
   }
 }
@@ -100,7 +125,7 @@ TEST(StepRowEncoder, TellsApartRowsWhoseHashesCollide) {
   std::vector<MaskRow> out(4);
   StepRowEncoder encoder;
   for (size_t i = 0; i < 4; ++i) {
-    encoder.Add(rows.data() + i * words, vocab, nullptr, &out[i]);
+    encoder.Add(rows.data() + i * words, vocab, nullptr, false, &out[i]);
   }
   size_t encodes = 0;
   encoder.Finish(Serial(&encodes));
@@ -114,8 +139,8 @@ TEST(StepRowEncoder, NeverRefersAcrossVocabularies) {
   std::vector<uint32_t> zeros(4, 0);
   MaskRow a, b;
   StepRowEncoder encoder;
-  encoder.Add(zeros.data(), 128, nullptr, &a);
-  encoder.Add(zeros.data(), 100, nullptr, &b);  // same words, 100 tokens
+  encoder.Add(zeros.data(), 128, nullptr, false, &a);
+  encoder.Add(zeros.data(), 100, nullptr, false, &b);  // same words, 100 tokens
   size_t encodes = 0;
   encoder.Finish(Serial(&encodes));
   EXPECT_EQ(encodes, 2u);

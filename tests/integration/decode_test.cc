@@ -117,8 +117,8 @@ class Stream {
   }
 
   void Open(uint64_t id, const v1::Constraint& c, v1::Reasoning reasoning = {},
-            bool jump_forward = false,
-            const std::string& tokenizer = "llama3") {
+            bool jump_forward = false, const std::string& tokenizer = "llama3",
+            bool keeps_previous_row = false) {
     v1::DecodeRequest request;
     v1::OpenSequence* open = request.mutable_open();
     open->set_sequence_id(id);
@@ -126,6 +126,7 @@ class Stream {
     *open->mutable_constraint() = c;
     *open->mutable_reasoning() = reasoning;
     open->set_jump_forward(jump_forward);
+    open->set_keeps_previous_row(keeps_previous_row);
     ASSERT_TRUE(rw_->Write(request));
   }
 
@@ -224,6 +225,9 @@ struct Driven {
   std::vector<int32_t> next;  // tokens to report at the next step
   std::string rest;
   bool done = false;
+  // Opened with keeps_previous_row: its first row of the latest step.
+  bool keeps_previous_row = false;
+  std::vector<uint32_t> previous_row;
 };
 
 TEST_F(DecodeTest, MixedConstraintsOnOneStreamMatchTheEngineInProcess) {
@@ -236,8 +240,10 @@ TEST_F(DecodeTest, MixedConstraintsOnOneStreamMatchTheEngineInProcess) {
     seqs.push_back(std::move(d));
   };
   add(Schema(kPersonSchema), R"({"name": "Ada", "age": 36})");
-  // The same text again: its rows go out as references to the first's.
+  // The same text again: its rows go out as references to the first's, or
+  // to its own previous row.
   add(Schema(kPersonSchema), R"({"name": "Ada", "age": 36})");
+  seqs.back().keeps_previous_row = true;
   v1::Constraint regex;
   regex.set_regex("[a-z]{2,5}@(x|y)\\.com");
   add(regex, "abc@y.com");
@@ -261,11 +267,14 @@ TEST_F(DecodeTest, MixedConstraintsOnOneStreamMatchTheEngineInProcess) {
   seqs.back().reasoning.set_enabled(true);
   seqs.back().reasoning.set_think_end_token_id(128002);
   seqs.back().thinking_tokens = 5;
+  seqs.back().keeps_previous_row = true;  // all-allowed while thinking
 
   Stream stream(stub_.get());
-  int references = 0;  // rows sent as MaskRow.same_as
+  int references = 0;           // rows sent as MaskRow.same_as
+  int previous_references = 0;  // and as same_as_previous
   for (Driven& d : seqs) {
-    stream.Open(d.id, d.constraint, d.reasoning);
+    stream.Open(d.id, d.constraint, d.reasoning, /*jump_forward=*/false,
+                "llama3", d.keeps_previous_row);
     service::ReasoningOptions r{d.reasoning.enabled(),
                                 d.reasoning.think_end_token_id()};
     d.reference =
@@ -298,6 +307,13 @@ TEST_F(DecodeTest, MixedConstraintsOnOneStreamMatchTheEngineInProcess) {
     v1::StepResult result = stream.Step(request);
     ASSERT_EQ(result.step_id(), static_cast<uint64_t>(step));
     ASSERT_EQ(result.sequences_size(), static_cast<int>(live.size()));
+    auto decoded = proto::DecodeStepRows(
+        result, [&](size_t) { return n; },
+        [&](size_t i) -> const uint32_t* {
+          const std::vector<uint32_t>& kept = live[i]->previous_row;
+          return kept.empty() ? nullptr : kept.data();
+        });
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
     for (size_t i = 0; i < live.size(); ++i) {
       Driven& d = *live[i];
       const v1::SequenceResult& r = result.sequences(static_cast<int>(i));
@@ -305,7 +321,11 @@ TEST_F(DecodeTest, MixedConstraintsOnOneStreamMatchTheEngineInProcess) {
       ASSERT_FALSE(r.has_error()) << r.error().message();
       ASSERT_EQ(r.rows_size(), 1);
       if (r.rows(0).has_same_as()) ++references;
-      std::vector<uint32_t> wire = DecodeRow(result, static_cast<int>(i), 0, n);
+      if (r.rows(0).has_same_as_previous()) ++previous_references;
+      const auto row = decoded->words.begin() +
+                       static_cast<std::ptrdiff_t>(decoded->offsets[i]);
+      std::vector<uint32_t> wire(row, row + (n + 31) / 32);
+      if (d.keeps_previous_row) d.previous_row = wire;
       std::vector<uint32_t> local(wire.size());
       d.reference->FillRows({}, local.data());
       ASSERT_EQ(wire, local) << "sequence " << d.id << " step " << step;
@@ -333,6 +353,7 @@ TEST_F(DecodeTest, MixedConstraintsOnOneStreamMatchTheEngineInProcess) {
   }
   for (const Driven& d : seqs) EXPECT_TRUE(d.done) << d.id;
   EXPECT_GT(references, 0);
+  EXPECT_GT(previous_references, 0);
   EXPECT_TRUE(stream.Finish().ok());
 }
 

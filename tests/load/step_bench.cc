@@ -71,6 +71,9 @@ ABSL_FLAG(int, metrics_port, 0,
           "With --target: its metrics port on 127.0.0.1 (0: no fill_p50_us).");
 ABSL_FLAG(int, fill_threads, 2, "--fill_threads of the daemon started.");
 ABSL_FLAG(uint32_t, seed, 1, "Random seed (stream i: seed + i).");
+ABSL_FLAG(bool, keep_previous_rows, true,
+          "Open sequences with keeps_previous_row: keep each one's first row "
+          "so that an unchanged row comes as a reference.");
 
 namespace {
 
@@ -185,7 +188,7 @@ class StreamRunner {
     result_.status = [&]() -> absl::Status {
       const int batch = absl::GetFlag(FLAGS_batch);
       for (int i = 0; i < batch; ++i) {
-        sequences_.push_back(Sequence{next_id_++});
+        sequences_.push_back(NewSequence());
         if (absl::Status s = Open(sequences_.back()); !s.ok()) return s;
       }
       for (Sequence& seq : sequences_) {
@@ -217,7 +220,14 @@ class StreamRunner {
     uint64_t id = 0;
     int32_t pending = -1;  // the token to report at the next step
     bool ready = false;
+    std::vector<uint32_t> previous_row;  // with --keep_previous_rows
   };
+
+  Sequence NewSequence() {
+    Sequence seq;
+    seq.id = next_id_++;
+    return seq;
+  }
 
   static absl::Status CheckReady(const v1::SequenceStatus& status) {
     if (status.state() == v1::GRAMMAR_STATE_READY) return absl::OkStatus();
@@ -230,6 +240,7 @@ class StreamRunner {
     open.set_sequence_id(seq.id);
     open.set_tokenizer(setup_.tokenizer.name());
     open.set_grammar_id(setup_.grammar_id);
+    open.set_keeps_previous_row(absl::GetFlag(FLAGS_keep_previous_rows));
     return stream_.Open(open);
   }
 
@@ -271,7 +282,11 @@ class StreamRunner {
     }
     const int32_t vocab_size = setup_.tokenizer.vocab_size();
     auto decoded = grammard::proto::DecodeStepRows(
-        result_step_, [&](size_t) { return vocab_size; });
+        result_step_, [&](size_t) { return vocab_size; },
+        [&](size_t i) -> const uint32_t* {
+          const std::vector<uint32_t>& kept = stepped_[i]->previous_row;
+          return kept.empty() ? nullptr : kept.data();
+        });
     if (!decoded.ok()) return decoded.status();
     for (size_t i = 0; i < stepped_.size(); ++i) {
       Sequence& seq = *stepped_[i];
@@ -282,7 +297,7 @@ class StreamRunner {
       }
       if (r.terminated()) {
         if (absl::Status s = stream_.Close(seq.id); !s.ok()) return s;
-        seq = Sequence{next_id_++};
+        seq = NewSequence();
         if (absl::Status s = Open(seq); !s.ok()) return s;
         ++result_.reopened;
         continue;
@@ -290,6 +305,10 @@ class StreamRunner {
       if (r.rows_size() == 0) return absl::InternalError("a result, no row");
       const uint32_t* row = decoded->words.data() + decoded->offsets[i];
       words_.assign(row, row + words_.size());
+      if (absl::GetFlag(FLAGS_keep_previous_rows) &&
+          !r.rows(0).has_same_as_previous()) {
+        seq.previous_row = words_;
+      }
       seq.pending = grammard::grammarctl::UniformAllowed(words_, &rng_);
     }
     return absl::OkStatus();
