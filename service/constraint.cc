@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "grammar/constraints/choice.h"
 #include "grammar/constraints/structural_tag.h"
+#include "grammar/syntax/bounded_json.h"
 #include "nlohmann/json.hpp"
 
 namespace grammard::service {
@@ -33,22 +34,30 @@ Json Canonical(const Json& value, bool keep_order) {
               [](const auto& a, const auto& b) { return a.first < b.first; });
   }
   Json out = Json::object();
+  // Appended, not looked up: keys are unique, and ordered_map's operator[]
+  // searches linearly (50,000 properties took seconds).
+  auto& object = out.get_ref<Json::object_t&>();
+  object.reserve(members.size());
   for (const auto& [key, member] : members) {
     // The members of "properties" are property names, whose values are
     // schemas again; nothing under them keeps its order.
-    out[key] = Canonical(*member, !keep_order && key == "properties");
+    object.emplace_back(key,
+                        Canonical(*member, !keep_order && key == "properties"));
   }
   return out;
 }
 
 absl::StatusOr<std::string> CanonicalJson(std::string_view text,
-                                          std::string_view what) {
-  Json parsed = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded()) {
+                                          std::string_view what,
+                                          int max_depth) {
+  // The front end's own bound: a deeper text fails there anyway, and the
+  // recursive walk below must not meet it first.
+  absl::StatusOr<Json> parsed = grammar::ParseBoundedJson(text, max_depth);
+  if (!parsed.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(std::string(what), ": not valid JSON"));
+        absl::StrCat(std::string(what), ": ", parsed.status().message()));
   }
-  return Canonical(parsed, false).dump();
+  return Canonical(*parsed, false).dump();
 }
 
 std::string CanonicalOptions(const JsonOptions& o) {
@@ -119,11 +128,11 @@ absl::StatusOr<std::string> CanonicalConstraint(const Constraint& constraint) {
   switch (constraint.kind_case()) {
     case Constraint::kJsonSchema:
     case Constraint::kStructuralTag: {
-      absl::StatusOr<std::string> spec =
-          CanonicalJson(constraint.kind_case() == Constraint::kJsonSchema
-                            ? constraint.json_schema()
-                            : constraint.structural_tag(),
-                        kind);
+      const bool schema = constraint.kind_case() == Constraint::kJsonSchema;
+      absl::StatusOr<std::string> spec = CanonicalJson(
+          schema ? constraint.json_schema() : constraint.structural_tag(), kind,
+          schema ? grammar::kMaxSchemaJsonDepth
+                 : grammar::kMaxStructuralTagJsonDepth);
       if (!spec.ok()) return spec.status();
       return absl::StrCat(
           kind, "|", CanonicalOptions(constraint.json_options()), "|", *spec);

@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "grammar/syntax/bounded_json.h"
 #include "grammar/syntax/grammar_passes.h"
 #include "grammar/syntax/internal/utf8.h"
 #include "nlohmann/json.hpp"
@@ -21,10 +22,6 @@ namespace {
 // (JsonPropertyOrder::kAsWritten depends on it).
 using Json = nlohmann::ordered_json;
 
-// nlohmann parses iteratively, but dumping a schema back to text recurses;
-// refuse absurd nesting up front (schemas themselves stop at 512 levels).
-constexpr int kMaxDepth = 1024;
-
 absl::Status At(const std::string& pointer, const std::string& problem) {
   return absl::InvalidArgumentError(
       absl::StrCat("structural tag: ", pointer, ": ", problem));
@@ -35,32 +32,13 @@ std::string PointerToken(const std::string& key) {
 }
 
 absl::StatusOr<Json> ParseSpec(std::string_view text) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxDepth) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "structural tag: JSON nested deeper than ", kMaxDepth, " levels"));
-      }
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
+  absl::StatusOr<Json> parsed =
+      ParseBoundedJson(text, kMaxStructuralTagJsonDepth);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("structural tag: ", parsed.status().message()));
   }
-  Json spec = Json::parse(text.begin(), text.end(), nullptr,
-                          /*allow_exceptions=*/false);
-  if (spec.is_discarded()) {
-    return absl::InvalidArgumentError("structural tag: not valid JSON");
-  }
+  Json spec = *std::move(parsed);
   if (!spec.is_object()) {
     return absl::InvalidArgumentError(
         "structural tag: the spec must be a JSON object");

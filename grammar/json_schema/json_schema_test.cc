@@ -250,6 +250,26 @@ TEST(JsonSchemaTest, Layouts) {
   Expect(schema, {"{ \"a\" : [ ] }"}, {"{  \"a\":[]}"}, capped);
 }
 
+// An object of more properties than its automaton may have blames
+// "properties", not a minProperties/maxProperties it does not have.
+TEST(JsonSchemaTest, TooManyPropertiesBlameProperties) {
+  std::string schema = R"({"type": "object", "properties": {)";
+  for (int i = 0; i < 5000; ++i) {
+    schema += (i > 0 ? ", \"p" : "\"p") + std::to_string(i) +
+              "\": {\"type\": \"integer\"}";
+  }
+  schema += "}}";
+  absl::StatusOr<JsonSchemaResult> r = JsonSchemaToGrammar(schema);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("\"properties\" at #/properties"),
+            std::string::npos)
+      << r.status();
+  EXPECT_EQ(r.status().message().find("maxProperties"), std::string::npos)
+      << r.status();
+  EXPECT_NE(r.status().message().find("5000 properties"), std::string::npos)
+      << r.status();
+}
+
 TEST(JsonSchemaTest, StrictModeNamesTheKeyword) {
   ExpectRefused(R"({"properties": {"a": {"uniqueItems": true}}})",
                 "#/properties/a/uniqueItems");

@@ -3211,9 +3211,14 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
       any_order ? (n >= 20 ? int64_t{1} << 20 : int64_t{1} << n)
                 : static_cast<int64_t>(n) + 1;
   if (member_states * count_states > kMaxCountingRules) {
+    // Blame the count only when there is one to blame.
+    const char* keyword = any_order || cap <= 0 ? "properties"
+                          : o.max_props >= 0    ? "maxProperties"
+                                                : "minProperties";
     return loose(
-        any_order ? "properties" : "maxProperties",
-        absl::StrCat("an object with ", n, " properties and counts up to ", cap,
+        keyword,
+        absl::StrCat("an object with ", n, " properties",
+                     cap > 0 ? absl::StrCat(", counting up to ", cap) : "",
                      " needs more than ", kMaxCountingRules, " grammar rules",
                      any_order ? " in any order" : ""));
   }

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "grammar/syntax/bounded_json.h"
 
 namespace grammard::grammar::json_schema_internal {
 namespace {
@@ -157,32 +158,8 @@ constexpr const char* kSchemaValues[] = {"items",
 }  // namespace
 
 absl::StatusOr<Json> ParseJson(std::string_view text) {
-  // nlohmann's parser is iterative, but values nested thousands deep would
-  // make every later recursive walk dangerous; refuse them up front.
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxJsonDepth) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("JSON nested deeper than ", kMaxJsonDepth, " levels"));
-      }
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  Json value = Json::parse(text.begin(), text.end(), nullptr,
-                           /*allow_exceptions=*/false);
-  if (value.is_discarded()) {
+  absl::StatusOr<Json> value = ParseBoundedJson(text, kMaxJsonDepth);
+  if (!value.ok() && value.status().message() == "not valid JSON") {
     return absl::InvalidArgumentError("the schema is not valid JSON");
   }
   return value;

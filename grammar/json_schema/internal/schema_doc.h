@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "grammar/syntax/bounded_json.h"
 #include "nlohmann/json.hpp"
 
 namespace grammard::grammar::json_schema_internal {
@@ -39,7 +40,7 @@ using Json = nlohmann::ordered_json;
 enum class Draft { k4, k6, k7, k2019, k2020 };
 
 // Deepest nesting of arrays and objects a document may have.
-inline constexpr int kMaxJsonDepth = 512;
+inline constexpr int kMaxJsonDepth = kMaxSchemaJsonDepth;
 
 // Parses JSON text without exceptions, refusing nesting past kMaxJsonDepth.
 absl::StatusOr<Json> ParseJson(std::string_view text);
