@@ -3,8 +3,7 @@
 // and the token is served; without the token it gets UNAUTHENTICATED on
 // every Grammard RPC, while health checks stay open for kubelet's probes;
 // without a client certificate, or in plaintext, it is not served at all.
-// Certificates come from the openssl command line.
-#include <cstdlib>
+// Certificates come from the openssl command line (tests/support).
 #include <fstream>
 #include <sstream>
 
@@ -13,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "proto/grammard.grpc.pb.h"
 #include "proto/health.grpc.pb.h"
+#include "tests/support/certificates.h"
 #include "tests/support/daemon.h"
 #include "tests/support/paths.h"
 
@@ -31,26 +31,6 @@ std::string ReadAll(const std::string& path) {
   return text.str();
 }
 
-// A CA, a server certificate for 127.0.0.1 and a client certificate, both
-// signed by the CA, in `dir`; false if openssl failed.
-bool MakeCertificates(const std::string& dir) {
-  const std::string d = dir + "/";
-  const std::string cmd = absl::StrCat(
-      "set -e; cd ", dir, "; ",
-      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=test-ca "
-      "-keyout ca.key -out ca.pem; ",
-      "openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 "
-      "-keyout server.key -out server.csr; ",
-      "echo subjectAltName=IP:127.0.0.1 > san.ext; ",
-      "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key "
-      "-CAcreateserial -days 1 -extfile san.ext -out server.pem; ",
-      "openssl req -newkey rsa:2048 -nodes -subj /CN=engine "
-      "-keyout client.key -out client.csr; ",
-      "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key "
-      "-CAcreateserial -days 1 -out client.pem");
-  return std::system(("(" + cmd + ") >/dev/null 2>&1").c_str()) == 0;
-}
-
 class SecureListenerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -59,7 +39,8 @@ class SecureListenerTest : public ::testing::Test {
     }
     dir_ = testing::MakeTempDir();
     ASSERT_FALSE(dir_.empty());
-    ASSERT_TRUE(MakeCertificates(dir_)) << "openssl could not make certs";
+    absl::Status certs = testing::MakeTestCertificates(dir_);
+    ASSERT_TRUE(certs.ok()) << certs;
     std::ofstream(dir_ + "/token") << kToken << "\n";
     testing::DaemonOptions options;
     options.flags = {"--tls_cert_file=" + dir_ + "/server.pem",

@@ -57,17 +57,29 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
     return absl::NotFoundError(absl::StrCat(
         "no runfile ", options.binary, " (list //service:grammard as data)"));
   }
-  const std::string port_file = d->dir_ + "/ports";
   d->log_path_ = d->dir_ + "/grammard.log";
-  std::vector<std::string> args = {
-      binary, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
-      "--port_file=" + port_file, "--tokenizer_dir=" + tokenizers};
-  args.insert(args.end(), options.flags.begin(), options.flags.end());
+  d->args_ = {binary, "--metrics_listen=127.0.0.1:0",
+              "--port_file=" + d->dir_ + "/ports",
+              "--tokenizer_dir=" + tokenizers};
+  d->args_.insert(d->args_.end(), options.flags.begin(), options.flags.end());
+  if (absl::Status s = d->Launch("127.0.0.1:0"); !s.ok()) return s;
+  return d;
+}
 
-  d->pid_ = fork();
-  if (d->pid_ < 0) return absl::InternalError("fork failed");
-  if (d->pid_ == 0) {
-    int log = open(d->log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+absl::Status Daemon::Restart() {
+  Kill();
+  return Launch(target());
+}
+
+absl::Status Daemon::Launch(const std::string& listen) {
+  const std::string port_file = dir_ + "/ports";
+  unlink(port_file.c_str());  // a restart must not read the old ports
+  std::vector<std::string> args = args_;
+  args.insert(args.begin() + 1, "--listen=" + listen);
+  pid_ = fork();
+  if (pid_ < 0) return absl::InternalError("fork failed");
+  if (pid_ == 0) {
+    int log = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     dup2(log, 1);
     dup2(log, 2);
     std::vector<char*> argv;
@@ -81,20 +93,20 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
       std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < give_up) {
     int status = 0;
-    if (waitpid(d->pid_, &status, WNOHANG) == d->pid_) {
-      d->pid_ = -1;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
       return absl::InternalError(
-          absl::StrCat("grammard exited at start:\n", ReadAll(d->log_path_)));
+          absl::StrCat("grammard exited at start:\n", ReadAll(log_path_)));
     }
     std::string ports = ReadAll(port_file);
-    if (std::sscanf(ports.c_str(), "grpc=%d metrics=%d", &d->grpc_port_,
-                    &d->metrics_port_) == 2) {
-      return d;
+    if (std::sscanf(ports.c_str(), "grpc=%d metrics=%d", &grpc_port_,
+                    &metrics_port_) == 2) {
+      return absl::OkStatus();
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return absl::InternalError(absl::StrCat(
-      "grammard did not serve within 60 s:\n", ReadAll(d->log_path_)));
+      "grammard did not serve within 60 s:\n", ReadAll(log_path_)));
 }
 
 Daemon::~Daemon() {

@@ -45,11 +45,18 @@ class Daemon {
   int Terminate();
   // SIGKILL, as a crash would.
   void Kill();
+  // Kills the daemon if it still runs and starts it again with the same
+  // options on the same gRPC address (metrics on a new port), as a
+  // supervisor restarting a crashed daemon would; waits until it serves.
+  absl::Status Restart();
 
  private:
   Daemon() = default;
   int Wait();
+  // Starts the binary listening on `listen` and waits until it serves.
+  absl::Status Launch(const std::string& listen);
 
+  std::vector<std::string> args_;  // binary and flags, without --listen
   pid_t pid_ = -1;
   int grpc_port_ = 0;
   int metrics_port_ = 0;
