@@ -190,6 +190,13 @@ absl::Status DecodeMaskRow(const grammard::v1::MaskRow& row, int32_t vocab_size,
                          " words for a vocabulary of ", vocab_size, " tokens (",
                          num_words, " words)"));
       }
+      if (num_words > 0 && (row.bitmap().words(num_words - 1) &
+                            ~ValidBits(num_words - 1, vocab_size)) != 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("mask row: a bitmap allowing ids past the vocabulary "
+                         "of ",
+                         vocab_size, " tokens"));
+      }
       std::memcpy(words, row.bitmap().words().data(),
                   sizeof(uint32_t) * num_words);
       return absl::OkStatus();

@@ -27,8 +27,8 @@ void EncodeMaskRow(const uint32_t* words, int32_t vocab_size,
 
 // Writes ceil(vocab_size / 32) words. InvalidArgument for a row with no
 // encoding, an id outside [0, vocab_size), a bitmap of the wrong length or
-// a reference (same_as, same_as_previous: only StepRowDecoder resolves
-// them).
+// with bits past vocab_size, or a reference (same_as, same_as_previous: only
+// StepRowDecoder resolves them).
 absl::Status DecodeMaskRow(const grammard::v1::MaskRow& row, int32_t vocab_size,
                            uint32_t* words);
 

@@ -102,6 +102,13 @@ TEST(MaskRows, RejectsMalformedRows) {
   MaskRow short_bitmap;
   short_bitmap.mutable_bitmap()->add_words(1);
   EXPECT_FALSE(DecodeMaskRow(short_bitmap, 100, words.data()).ok());
+  // Found by mask_rows_fuzzer: a bitmap allowing ids past the vocabulary.
+  MaskRow past_the_end;
+  for (uint32_t w : {0u, 0u, 0u, 1u << 4}) {
+    past_the_end.mutable_bitmap()->add_words(w);
+  }
+  s = DecodeMaskRow(past_the_end, 100, words.data());
+  EXPECT_NE(s.message().find("past the vocabulary"), std::string::npos) << s;
 }
 
 TEST(StepRowDecoder, CopiesSameAsRowsFromWhereTheyWereDecoded) {

@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
-# Sets up what is missing, then builds and runs the whole test suite. The last
-# line is "N passed, N failed" (after "N skipped"), counted per test case. Extra
-# arguments go to `bazel test` (e.g. --config=asan).
+# Sets up what is missing, then builds and runs the whole test suite and a
+# short run of every fuzzer (tools/fuzz.sh, FUZZ_SECONDS each: 60 by
+# default, 0 for none). The last line is "N passed, N failed" (after "N
+# skipped"), counted per test case and per fuzzer. Extra arguments go to
+# `bazel test` (e.g. --config=asan).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh || exit 1
 
 targets=$(bazel query 'tests(//...)') || { echo "bazel query failed"; exit 1; }
 events=$(mktemp)
-trap 'rm -f "$events"' EXIT
+fuzz_results=$(mktemp)
+trap 'rm -f "$events" "$fuzz_results"' EXIT
 bazel test --keep_going --build_event_json_file="$events" "$@" $targets
 rc=$?
 [ "${CI:-}" = true ] && bazel shutdown
-python3 tools/test_summary.py "$events" $targets
+if [ "${FUZZ_SECONDS:-60}" -gt 0 ]; then
+  tools/fuzz.sh "${FUZZ_SECONDS:-60}" | tee "$fuzz_results" || rc=1
+fi
+python3 tools/test_summary.py "$events" --fuzz "$fuzz_results" $targets
 exit $rc

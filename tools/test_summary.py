@@ -1,14 +1,19 @@
 """Prints "N skipped" then "N passed, N failed" for a `bazel test` run,
 counted per test case from the test.xml of each target, as listed in the
 run's build event file (cached results included).
-Usage: test_summary.py BUILD_EVENTS_JSON TARGET...
-A target with no test result (it did not build) counts as one failure."""
+Usage: test_summary.py BUILD_EVENTS_JSON [--fuzz FUZZ_RESULTS] TARGET...
+A target with no test result (it did not build) counts as one failure.
+FUZZ_RESULTS holds tools/fuzz.sh's lines "fuzz <target> passed|failed ...",
+one case each."""
 import json
 import sys
 import urllib.parse
 import xml.etree.ElementTree as ET
 
 events_path, targets = sys.argv[1], sys.argv[2:]
+fuzz_path = None
+if targets[:1] == ["--fuzz"]:
+    fuzz_path, targets = targets[1], targets[2:]
 xml_files = {}  # label -> [test.xml paths], one per shard/run
 with open(events_path) as f:
     for line in f:
@@ -44,6 +49,15 @@ for label in targets:
                 skipped += 1
             else:
                 passed += 1
+if fuzz_path:
+    with open(fuzz_path) as f:
+        for line in f:
+            words = line.split()
+            if len(words) >= 3 and words[0] == "fuzz":
+                if words[2] == "passed":
+                    passed += 1
+                else:
+                    failed += 1
 # Skips (no GPU, no shared data) get a line of their own: the last line is
 # exactly "N passed, N failed", which CI reads.
 print(f"{skipped} skipped")

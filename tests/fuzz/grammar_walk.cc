@@ -1,0 +1,34 @@
+#include "tests/fuzz/grammar_walk.h"
+
+#include <cstdlib>
+#include <vector>
+
+#include "grammar/matcher.h"
+
+namespace grammard::fuzz {
+
+void WalkGrammar(const grammar::CompiledGrammar& grammar,
+                 const uint8_t* choices, size_t size) {
+  grammar::GrammarMatcher matcher(grammar);
+  std::vector<uint32_t> mask(static_cast<size_t>(grammar.mask_words()));
+  for (size_t i = 0; i < size && !matcher.IsTerminated(); ++i) {
+    matcher.FillNextTokenMask(mask.data());
+    std::vector<int32_t> allowed;
+    for (size_t w = 0; w < mask.size(); ++w) {
+      for (uint32_t bits = mask[w]; bits != 0; bits &= bits - 1) {
+        allowed.push_back(static_cast<int32_t>(w * 32) + __builtin_ctz(bits));
+      }
+    }
+    if (allowed.empty()) std::abort();  // a live matcher always has a token
+    if (choices[i] == 0xff && matcher.num_accepted() > 0) {
+      if (!matcher.Rollback(1).ok()) std::abort();
+      continue;
+    }
+    // An allowed token must be accepted.
+    if (!matcher.AcceptToken(allowed[choices[i] % allowed.size()]).ok()) {
+      std::abort();
+    }
+  }
+}
+
+}  // namespace grammard::fuzz
