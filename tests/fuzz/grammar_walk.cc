@@ -1,6 +1,8 @@
 #include "tests/fuzz/grammar_walk.h"
 
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "grammar/matcher.h"
@@ -28,6 +30,22 @@ void WalkGrammar(const grammar::CompiledGrammar& grammar,
     if (!matcher.AcceptToken(allowed[choices[i] % allowed.size()]).ok()) {
       std::abort();
     }
+  }
+}
+
+void CompileAndWalk(const uint8_t* data, size_t size,
+                    const CompileText& compile) {
+  const auto* nul = static_cast<const uint8_t*>(std::memchr(data, 0, size));
+  const size_t text_size = nul == nullptr ? size : size_t(nul - data);
+  grammar::CompileOptions options;
+  options.max_states = 2000;
+  options.deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+  auto compiled =
+      compile(std::string_view(reinterpret_cast<const char*>(data), text_size),
+              options);
+  if (compiled.ok() && nul != nullptr) {
+    WalkGrammar(*compiled, nul + 1, size - text_size - 1);
   }
 }
 

@@ -1,10 +1,6 @@
 // libFuzzer target: a regex → the regex parser and compiler (bounded by a
 // state cap and a deadline), then a walk of the grammar when it compiles.
-// Input: the regex up to the first NUL, walk choices after it.
-#include <chrono>
-#include <cstring>
-#include <string_view>
-
+// Input: the text up to the first NUL, walk choices after it.
 #include "grammar/compiler.h"
 #include "tests/fuzz/fuzz_vocab.h"
 #include "tests/fuzz/grammar_walk.h"
@@ -12,17 +8,11 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const grammard::grammar::GrammarCompiler compiler(
       grammard::fuzz::FuzzVocabulary());
-  const auto* nul = static_cast<const uint8_t*>(std::memchr(data, 0, size));
-  const size_t text_size = nul == nullptr ? size : size_t(nul - data);
-  grammard::grammar::CompileOptions options;
-  options.max_states = 2000;
-  options.deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
-  auto compiled = compiler.CompileRegex(
-      std::string_view(reinterpret_cast<const char*>(data), text_size),
-      options);
-  if (compiled.ok() && nul != nullptr) {
-    grammard::fuzz::WalkGrammar(*compiled, nul + 1, size - text_size - 1);
-  }
+  grammard::fuzz::CompileAndWalk(
+      data, size,
+      [](std::string_view text,
+         const grammard::grammar::CompileOptions& options) {
+        return compiler.CompileRegex(text, options);
+      });
   return 0;
 }

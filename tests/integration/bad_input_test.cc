@@ -63,6 +63,16 @@ v1::Constraint Ebnf(std::string text) {
   return c;
 }
 
+// An object schema of n integer properties.
+v1::Constraint Properties(int n) {
+  std::string s = R"({"type":"object","properties":{)";
+  for (int i = 0; i < n; ++i) {
+    if (i > 0) s += ",";
+    s += absl::StrCat("\"p", i, "\":{\"type\":\"integer\"}");
+  }
+  return Schema(s + "}}");
+}
+
 std::vector<CompileCase> CompileCases() {
   using grpc::StatusCode;
   return {
@@ -72,25 +82,9 @@ std::vector<CompileCase> CompileCases() {
                               R"({"type":"integer"})", "}"));
        },
        StatusCode::INVALID_ARGUMENT, "nested deeper than 512 levels", true},
-      {"schema of 50,000 properties",
-       [] {
-         std::string s = R"({"type":"object","properties":{)";
-         for (int i = 0; i < 50000; ++i) {
-           if (i > 0) s += ",";
-           s += absl::StrCat("\"p", i, "\":{\"type\":\"integer\"}");
-         }
-         return Schema(s + "}}");
-       },
+      {"schema of 50,000 properties", [] { return Properties(50000); },
        StatusCode::INVALID_ARGUMENT, "more than 10000 members", true},
-      {"schema of 9,000 properties",
-       [] {
-         std::string s = R"({"type":"object","properties":{)";
-         for (int i = 0; i < 9000; ++i) {
-           if (i > 0) s += ",";
-           s += absl::StrCat("\"p", i, "\":{\"type\":\"integer\"}");
-         }
-         return Schema(s + "}}");
-       },
+      {"schema of 9,000 properties", [] { return Properties(9000); },
        StatusCode::INVALID_ARGUMENT, "\"properties\" at #/properties"},
       {"$ref cycle with no base case",
        [] {
