@@ -44,6 +44,13 @@ absl::Status GrammarMatcher::Advance(std::string_view bytes) {
         stepper_.Step(&pool_, tmp_a_.data(), tmp_a_.data() + tmp_a_.size(),
                       static_cast<uint8_t>(bytes[i]), &tmp_b_);
     can_end = flags.bottom;
+    if (flags.overflow) {
+      pool_.Truncate(pool_mark);
+      return absl::ResourceExhaustedError(
+          absl::StrCat("byte ", i, " of ", bytes.size(),
+                       ": the grammar is too ambiguous here (more than ",
+                       internal::kMaxScanNodes, " parse stacks)"));
+    }
     if (tmp_b_.empty() && !(can_end && i + 1 == bytes.size())) {
       pool_.Truncate(pool_mark);
       return absl::InvalidArgumentError(absl::StrCat(
@@ -84,7 +91,13 @@ absl::Status GrammarMatcher::AcceptToken(int32_t id) {
   }
   absl::Status s = Advance(vocab.bytes(id));
   if (!s.ok()) {
-    return absl::InvalidArgumentError(
+    // Keeps ResourceExhausted (too ambiguous) apart from a refused token.
+    const absl::StatusCode code =
+        s.code() == absl::StatusCode::kResourceExhausted
+            ? s.code()
+            : absl::StatusCode::kInvalidArgument;
+    return absl::Status(
+        code,
         absl::StrCat("token ", id, " is not allowed here: ", s.message()));
   }
   return s;

@@ -93,11 +93,18 @@ CloseFlags Stepper::Close(StackPool* pool_in, const int32_t* seeds, size_t n,
   StackPool& pool = *pool_in;
   const Pda& pda = *pda_;
   CloseFlags flags;
+  const size_t mark = scan->size();
+  auto overflowed = [&] {
+    scan->resize(mark);
+    made_.Clear();
+    CloseFlags dead;
+    dead.overflow = true;
+    return dead;
+  };
   {
     // Most closes: stacks whose tops end their rules a few times over and
     // call nothing on the way: walks up chains (remembered per caller), with
     // a call anywhere handled by the general walk below.
-    const size_t mark = scan->size();
     bool pure = true;
     for (size_t k = 0; k < n && pure; ++k)
       pure = CloseChain(&pool, seeds[k], scan, &flags);
@@ -107,6 +114,7 @@ CloseFlags Stepper::Close(StackPool* pool_in, const int32_t* seeds, size_t n,
         scan->erase(std::unique(scan->begin() + mark, scan->end()),
                     scan->end());
       }
+      if (scan->size() - mark > kMaxScanNodes) return overflowed();
       made_.Clear();
       return flags;
     }
@@ -129,7 +137,10 @@ CloseFlags Stepper::Close(StackPool* pool_in, const int32_t* seeds, size_t n,
     if (seen_.Find(static_cast<uint64_t>(id)) >= 0) continue;
     seen_.Insert(static_cast<uint64_t>(id), 0);
     const StackNode node = pool[id];
-    if (pda.HasBytes(node.state)) scan->push_back(id);
+    if (pda.HasBytes(node.state)) {
+      scan->push_back(id);
+      if (scan->size() - mark > kMaxScanNodes) return overflowed();
+    }
     if (pda.IsFinal(node.state)) work_.push_back(node.parent);
     for (const PdaCall* c = pda.CallsBegin(node.state);
          c != pda.CallsEnd(node.state); ++c) {

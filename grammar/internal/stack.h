@@ -41,7 +41,15 @@ struct StackNode {
 struct CloseFlags {
   bool bottom = false;  // the whole text may end here
   bool open = false;    // left the classified state's rule (see kOpen)
+  // More than kMaxScanNodes stacks: nothing was kept (a dead end).
+  bool overflow = false;
 };
+
+// The most stacks one position may hold. Stacks are a tree, not a graph,
+// so a grammar ambiguous at every nesting level doubles them per level
+// (ebnf_fuzzer found one reaching millions, seconds per token); past this
+// the position counts as dead. Real grammars hold a handful.
+constexpr size_t kMaxScanNodes = 4096;
 
 // The closure of one node when it is a plain chain (its state and those of
 // the callers it ends into call nothing): the scan nodes and flags. Stepping
@@ -122,7 +130,8 @@ class Stepper {
   explicit Stepper(const Pda& pda) : pda_(&pda) {}
 
   // Closes `seeds` (node ids, or kBottom / kOpen) into scan nodes appended to
-  // `scan`, deduplicated; returns what else was reached.
+  // `scan`, deduplicated; returns what else was reached. Past kMaxScanNodes
+  // it appends nothing and returns only `overflow`.
   CloseFlags Close(StackPool* pool, const int32_t* seeds, size_t n,
                    std::vector<int32_t>* scan);
 
