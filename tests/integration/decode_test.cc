@@ -6,9 +6,11 @@
 #include <chrono>
 #include <cstdio>
 #include <deque>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -515,6 +517,85 @@ TEST_F(DecodeTest, DroppedStreamMidStepDoesNotDisturbOthers) {
   v1::StepResult result = survivor.Step(step);
   EXPECT_FALSE(result.sequences(0).has_error());
   EXPECT_TRUE(survivor.Finish().ok());
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A client uploads tokenizer.json under a name of its own: the server knows
+// it by that name and by fingerprint (the llama3 files, so the same one as
+// the served llama3), lists it, and decodes with it exactly as in-process.
+TEST_F(DecodeTest, UploadedTokenizerDecodesLikeTheServedOne) {
+  const std::string dir = *testing::TokenizerDir("llama3");
+  v1::RegisterTokenizerRequest upload;
+  upload.set_name("uploaded-llama3");
+  upload.set_tokenizer_json(ReadAll(dir + "/tokenizer.json"));
+  upload.set_tokenizer_config_json(ReadAll(dir + "/tokenizer_config.json"));
+  v1::Tokenizer registered;
+  {
+    grpc::ClientContext context;
+    grpc::Status s = stub_->RegisterTokenizer(&context, upload, &registered);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  EXPECT_EQ(registered.name(), "uploaded-llama3");
+  EXPECT_EQ(registered.fingerprint(), vocab().fingerprint());
+  EXPECT_EQ(registered.vocab_size(), vocab().size());
+  EXPECT_EQ(std::vector<int32_t>(registered.eos_token_ids().begin(),
+                                 registered.eos_token_ids().end()),
+            vocab().eos_ids());
+  v1::ListTokenizersResponse list;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(
+        stub_->ListTokenizers(&context, v1::ListTokenizersRequest(), &list)
+            .ok());
+  }
+  bool listed = false;
+  for (const v1::Tokenizer& t : list.tokenizers()) {
+    listed |= t.name() == "uploaded-llama3";
+  }
+  EXPECT_TRUE(listed);
+
+  // Decode under it, by name and by fingerprint, against the engine.
+  const v1::Constraint constraint = Schema(kPersonSchema);
+  Stream stream(stub_.get());
+  stream.Open(1, constraint, {}, false, "uploaded-llama3");
+  stream.Open(2, constraint, {}, false, registered.fingerprint());
+  for (uint64_t id : {1, 2}) {
+    ASSERT_EQ(stream.WaitStatus(id).state(), v1::GRAMMAR_STATE_READY) << id;
+  }
+  service::Sequence reference(1, Reference(constraint), {});
+  std::string rest = R"({"name": "Ada", "age": 36})";
+  const int32_t n = vocab().size();
+  std::vector<int32_t> next;
+  for (int step = 0; !rest.empty(); ++step) {
+    v1::Step request;
+    request.set_step_id(static_cast<uint64_t>(step));
+    for (uint64_t id : {1, 2}) {
+      v1::SequenceStep* s = request.add_sequences();
+      s->set_sequence_id(id);
+      for (int32_t t : next) s->add_accepted_tokens(t);
+    }
+    ASSERT_TRUE(reference.Advance(0, next).ok());
+    v1::StepResult result = stream.Step(request);
+    std::vector<uint32_t> local(static_cast<size_t>(reference.mask_words()));
+    reference.FillRows({}, local.data());
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_FALSE(result.sequences(i).has_error())
+          << result.sequences(i).error().message();
+      ASSERT_EQ(DecodeRow(result, i, 0, n), local) << "step " << step;
+    }
+    const int32_t token =
+        grammar::LongestAllowedToken(Reference(constraint), local.data(), rest);
+    ASSERT_GE(token, 0) << rest;
+    rest.erase(0, vocab().bytes(token).size());
+    next = {token};
+  }
+  EXPECT_TRUE(stream.Finish().ok());
 }
 
 TEST_F(DecodeTest, CompileReportsCacheHitsAndErrors) {
