@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -224,6 +225,7 @@ struct Driven {
   v1::Reasoning reasoning;
   int thinking_tokens = 0;
   std::unique_ptr<service::Sequence> reference;
+  std::optional<grammar::CompiledGrammar> compiled;  // compiled once
   std::vector<int32_t> next;  // tokens to report at the next step
   std::string rest;
   bool done = false;
@@ -279,8 +281,8 @@ TEST_F(DecodeTest, MixedConstraintsOnOneStreamMatchTheEngineInProcess) {
                 "llama3", d.keeps_previous_row);
     service::ReasoningOptions r{d.reasoning.enabled(),
                                 d.reasoning.think_end_token_id()};
-    d.reference =
-        std::make_unique<service::Sequence>(d.id, Reference(d.constraint), r);
+    d.compiled = Reference(d.constraint);
+    d.reference = std::make_unique<service::Sequence>(d.id, *d.compiled, r);
     d.rest = d.text;
   }
   for (Driven& d : seqs) {
@@ -344,8 +346,7 @@ TEST_F(DecodeTest, MixedConstraintsOnOneStreamMatchTheEngineInProcess) {
         ASSERT_TRUE(r.can_terminate()) << d.id;
         token = vocab().eos_ids()[0];
       } else {
-        token = grammar::LongestAllowedToken(Reference(d.constraint),
-                                             local.data(), d.rest);
+        token = grammar::LongestAllowedToken(*d.compiled, local.data(), d.rest);
         ASSERT_GE(token, 0) << "sequence " << d.id << " stuck at " << d.rest;
         d.rest.erase(0, vocab().bytes(token).size());
       }
@@ -568,7 +569,8 @@ TEST_F(DecodeTest, UploadedTokenizerDecodesLikeTheServedOne) {
   for (uint64_t id : {1, 2}) {
     ASSERT_EQ(stream.WaitStatus(id).state(), v1::GRAMMAR_STATE_READY) << id;
   }
-  service::Sequence reference(1, Reference(constraint), {});
+  const grammar::CompiledGrammar compiled = Reference(constraint);
+  service::Sequence reference(1, compiled, {});
   std::string rest = R"({"name": "Ada", "age": 36})";
   const int32_t n = vocab().size();
   std::vector<int32_t> next;
@@ -590,7 +592,7 @@ TEST_F(DecodeTest, UploadedTokenizerDecodesLikeTheServedOne) {
       ASSERT_EQ(DecodeRow(result, i, 0, n), local) << "step " << step;
     }
     const int32_t token =
-        grammar::LongestAllowedToken(Reference(constraint), local.data(), rest);
+        grammar::LongestAllowedToken(compiled, local.data(), rest);
     ASSERT_GE(token, 0) << rest;
     rest.erase(0, vocab().bytes(token).size());
     next = {token};

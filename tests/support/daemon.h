@@ -39,6 +39,7 @@ class Daemon {
   std::string target() const;  // "127.0.0.1:<grpc port>"
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }
+  pid_t pid() const { return pid_; }  // -1 once it has exited
   const std::string& log_path() const { return log_path_; }
 
   // Sends SIGTERM and waits; the exit status (-1 if killed by a signal).
