@@ -18,6 +18,13 @@
 namespace grammard::service {
 namespace {
 
+// The client part of a gRPC peer address: "ipv4:10.0.0.7:5123" →
+// "ipv4:10.0.0.7", "ipv6:[::1]:5123" → "ipv6:[::1]"; others as they are.
+std::string PeerHost(const std::string& peer) {
+  if (peer.rfind("ipv4:", 0) != 0 && peer.rfind("ipv6:", 0) != 0) return peer;
+  return peer.substr(0, peer.rfind(':'));
+}
+
 namespace v1 = grammard::v1;
 using Clock = std::chrono::steady_clock;
 
@@ -600,6 +607,7 @@ grpc::Status GrammardService::Decode(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::DecodeResponse, v1::DecodeRequest>* rw) {
   if (absl::Status s = Authorize(*context); !s.ok()) return Fail(s);
+  const std::string client = PeerHost(context->peer());
   Stream stream(this, context, rw);
   {
     absl::MutexLock lock(&mu_);
@@ -607,6 +615,14 @@ grpc::Status GrammardService::Decode(
       return Fail(
           absl::UnavailableError("Decode: the server is shutting down"));
     }
+    int& held = streams_per_client_[client];
+    if (options_.max_streams_per_client > 0 &&
+        held >= options_.max_streams_per_client) {
+      return Fail(absl::ResourceExhaustedError(
+          absl::StrCat("Decode: client ", client, " already holds ", held,
+                       " streams (--max_streams_per_client)")));
+    }
+    ++held;
     streams_.insert(&stream);
   }
   metrics_->active_streams->Add(1);
@@ -614,6 +630,7 @@ grpc::Status GrammardService::Decode(
   metrics_->active_streams->Add(-1);
   absl::MutexLock lock(&mu_);
   streams_.erase(&stream);
+  if (--streams_per_client_[client] == 0) streams_per_client_.erase(client);
   return status;
 }
 

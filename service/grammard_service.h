@@ -19,8 +19,10 @@
 #define GRAMMARD_SERVICE_GRAMMARD_SERVICE_H_
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <set>
+#include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -40,6 +42,9 @@ struct ServiceOptions {
   int fill_threads = 2;
   // Open sequences one stream may hold; more is RESOURCE_EXHAUSTED.
   int max_sequences_per_stream = 4096;
+  // Decode streams one client (by peer address, port aside) may hold at
+  // once; more is RESOURCE_EXHAUSTED. 0: no limit.
+  int max_streams_per_client = 64;
   // A stream with no message for this long is cancelled, freeing its
   // sequences (an engine that died without closing its stream); 0: never.
   std::chrono::seconds stream_idle_timeout{600};
@@ -97,6 +102,7 @@ class GrammardService final : public grammard::v1::Grammard::Service {
   absl::Mutex mu_;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   std::set<Stream*> streams_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int> streams_per_client_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread reaper_;
 };

@@ -56,6 +56,8 @@ ABSL_FLAG(int, max_grammar_states, 100000,
 ABSL_FLAG(int, fill_threads, 2, "Threads filling the mask rows of one step.");
 ABSL_FLAG(int64_t, cache_bytes, int64_t{1} << 30,
           "Budget of the compiled-grammar cache, in bytes.");
+ABSL_FLAG(int, max_streams_per_client, 64,
+          "Decode streams one client address may hold at once (0: no limit).");
 ABSL_FLAG(int, max_sequences_per_stream, 4096,
           "Open sequences one Decode stream may hold.");
 ABSL_FLAG(int, stream_idle_timeout_s, 600,
@@ -174,6 +176,8 @@ int Run() {
   service_options.fill_threads = absl::GetFlag(FLAGS_fill_threads);
   service_options.max_sequences_per_stream =
       absl::GetFlag(FLAGS_max_sequences_per_stream);
+  service_options.max_streams_per_client =
+      absl::GetFlag(FLAGS_max_streams_per_client);
   service_options.stream_idle_timeout =
       std::chrono::seconds(absl::GetFlag(FLAGS_stream_idle_timeout_s));
   if (const std::string path = absl::GetFlag(FLAGS_auth_token_file);

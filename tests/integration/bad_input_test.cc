@@ -2,12 +2,14 @@
 // messages, each with the gRPC code and message fragment it must produce,
 // within its deadline, while a bystander sequence on the same stream keeps
 // decoding. The daemon runs with tight limits (a 3 s compile deadline, 20,000
-// automaton states, 4 MiB messages) so that every case ends quickly.
+// automaton states, 4 MiB messages, 3 streams per client) so that every
+// case ends quickly.
 //
 // Not here yet: invalid UTF-8 in a proto3 string field fails gRPC's parse of
 // the whole message, which answers INTERNAL with no message.
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -134,7 +136,7 @@ class BadInputTest : public ::testing::Test {
     if (!testing::TokenizerDir("llama3")) return;
     testing::DaemonOptions options;
     options.flags = {absl::StrCat("--compile_timeout_ms=", kCompileTimeoutMs),
-                     "--max_grammar_states=20000",
+                     "--max_grammar_states=20000", "--max_streams_per_client=3",
                      absl::StrCat("--max_message_bytes=", kMaxMessageBytes)};
     auto daemon = Daemon::Start(options);
     ASSERT_TRUE(daemon.ok()) << daemon.status();
@@ -289,6 +291,52 @@ TEST_F(BadInputTest, BadStepsFailOnlyTheirSequence) {
   }
   rw->WritesDone();
   EXPECT_TRUE(rw->Finish().ok());
+}
+
+// A client holding its limit of streams is refused another, and gets one
+// again once it closes one.
+TEST_F(BadInputTest, StreamsPerClientAreLimited) {
+  struct Held {
+    grpc::ClientContext context;
+    std::unique_ptr<
+        grpc::ClientReaderWriter<v1::DecodeRequest, v1::DecodeResponse>>
+        rw;
+  };
+  // Each stream opens a sequence and waits for its status, so the server
+  // has taken it on before the next.
+  auto hold = [&](Held* h) {
+    h->rw = stub_->Decode(&h->context);
+    v1::DecodeRequest open;
+    open.mutable_open()->set_sequence_id(1);
+    open.mutable_open()->set_tokenizer("llama3");
+    open.mutable_open()->mutable_constraint()->set_regex("[0-9]+");
+    if (!h->rw->Write(open)) return false;
+    v1::DecodeResponse response;
+    return h->rw->Read(&response) && response.has_status();
+  };
+  std::vector<std::unique_ptr<Held>> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(std::make_unique<Held>());
+    ASSERT_TRUE(hold(held.back().get())) << "stream " << i;
+  }
+  Held refused;
+  EXPECT_FALSE(hold(&refused));
+  grpc::Status s = refused.rw->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << s.error_message();
+  EXPECT_NE(s.error_message().find("--max_streams_per_client"),
+            std::string::npos)
+      << s.error_message();
+
+  // The handler frees the slot before it returns, so before Finish does.
+  held[0]->rw->WritesDone();
+  EXPECT_TRUE(held[0]->rw->Finish().ok());
+  held[0] = std::make_unique<Held>();
+  EXPECT_TRUE(hold(held[0].get()));
+  for (auto& h : held) {
+    h->rw->WritesDone();
+    EXPECT_TRUE(h->rw->Finish().ok());
+  }
 }
 
 }  // namespace
