@@ -270,6 +270,42 @@ TEST(JsonSchemaTest, TooManyPropertiesBlameProperties) {
       << r.status();
 }
 
+// Whenever the deadline passes, the conversion stops with DeadlineExceeded:
+// never a refusal of the keyword being converted (strict) nor a drop
+// (lenient), which a cache would keep as the schema's verdict. (CI once saw
+// `cannot enforce "pattern" ...: the schema took longer to convert than its
+// deadline allows`, cached.) Deadlines sweep across the conversion, so
+// some land inside every keyword's work.
+TEST(JsonSchemaTest, ADeadlineIsNeverAKeywordsFault) {
+  const std::string schema = R"({"type": "object", "properties": {
+      "id": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{4,8}$"},
+      "at": {"type": "string", "format": "date-time"},
+      "n": {"type": "integer", "multipleOf": 7, "minimum": 3},
+      "s": {"type": "string", "maxLength": 20, "pattern": "b+"}},
+      "propertyNames": {"pattern": "^[a-z]+$"},
+      "additionalProperties": {"not": {"type": "string"}}})";
+  for (bool strict : {true, false}) {
+    for (int us = 0; us < 3000; us += 15) {
+      JsonSchemaOptions options;
+      options.strict = strict;
+      options.deadline =
+          std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+      absl::StatusOr<JsonSchemaResult> r = JsonSchemaToGrammar(schema, options);
+      if (!r.ok()) {
+        if (r.status().message().find("deadline") != std::string::npos) {
+          EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded)
+              << r.status();
+        }
+        continue;
+      }
+      for (const DroppedKeyword& d : r->dropped) {
+        EXPECT_EQ(d.reason.find("deadline"), std::string::npos)
+            << d.keyword << " at " << d.pointer << ": " << d.reason;
+      }
+    }
+  }
+}
+
 TEST(JsonSchemaTest, StrictModeNamesTheKeyword) {
   ExpectRefused(R"({"properties": {"a": {"uniqueItems": true}}})",
                 "#/properties/a/uniqueItems");

@@ -576,6 +576,14 @@ class Converter {
 
 // ===================================================================== Policy
 
+// The compile's deadline passing says nothing about a keyword: it must not
+// become a refusal (strict) or a drop (lenient), which callers would cache
+// as the schema's verdict. Sites that turn a failure into either check this
+// first.
+bool IsDeadline(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kDeadlineExceeded;
+}
+
 absl::Status Converter::Unsupported(int32_t loc, absl::string_view keyword,
                                     absl::string_view reason) {
   std::string where = Where(loc, keyword);
@@ -1068,6 +1076,7 @@ absl::StatusOr<Dnf> Converter::ExpandOneOf(int32_t loc, const Dnf& context) {
     if (u.ok()) return u;
     failure = u.status();
   }
+  if (IsDeadline(failure)) return failure;
   if (opt_.strict) {
     return absl::Status(
         failure.code(),
@@ -1336,6 +1345,7 @@ absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
         probe.multiple_of.push_back(*d);
         absl::StatusOr<CharDfa> dfa = NumberDfa(probe, opt_.dfa);
         if (!dfa.ok()) {
+          if (IsDeadline(dfa.status())) return dfa.status();
           GRAMMARD_RETURN(bad("multipleOf", dfa.status().message()));
         } else {
           s->number.multiple_of.push_back(*d);
@@ -1362,6 +1372,7 @@ absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
         RegexRef r{false, it->get<std::string>(), loc};
         absl::StatusOr<RegexEntry*> entry = GetRegex(r);
         if (!entry.ok()) {
+          if (IsDeadline(entry.status())) return entry.status();
           GRAMMARD_RETURN(bad("pattern", entry.status().message()));
         } else {
           s->string.must.push_back(std::move(r));
@@ -1378,6 +1389,7 @@ absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
         RegexRef r{true, name, loc};
         absl::StatusOr<RegexEntry*> entry = GetRegex(r);
         if (!entry.ok()) {
+          if (IsDeadline(entry.status())) return entry.status();
           GRAMMARD_RETURN(bad("format", entry.status().message()));
         } else {
           s->string.must.push_back(std::move(r));
@@ -1476,6 +1488,7 @@ absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
           if (!entry.ok()) {
             // Without the pattern the keys it governs cannot be told apart
             // from additional ones: drop the whole member rule.
+            if (IsDeadline(entry.status())) return entry.status();
             GRAMMARD_RETURN(bad("patternProperties", entry.status().message()));
             rule_ok = false;
             break;
@@ -1676,6 +1689,7 @@ absl::StatusOr<Dnf> Converter::NegOwn(int32_t loc) {
     if (!present) continue;
     absl::StatusOr<Dnf> d = NegKeyword(loc, key);
     if (!d.ok()) {
+      if (IsDeadline(d.status())) return d.status();
       if (opt_.strict) return d.status();
       // Lenient: a negation we cannot express is read as `true`, which
       // accepts more, never less.
@@ -1807,6 +1821,7 @@ absl::StatusOr<Dnf> Converter::NegKeyword(int32_t loc, const std::string& key) {
       }
     }
     absl::StatusOr<RegexEntry*> entry = GetRegex(r);
+    if (IsDeadline(entry.status())) return entry.status();
     if (!entry.ok()) return unsupported(entry.status().message());
     s.types = kStrT;
     s.string.must_not.push_back(std::move(r));
@@ -2620,6 +2635,7 @@ absl::StatusOr<int32_t> Converter::NumberExpr(const SimpleSchema& s) {
   if (it != number_rules_.end()) return e_.Ref(it->second);
   absl::StatusOr<CharDfa> dfa = NumberDfa(c, opt_.dfa);
   if (!dfa.ok()) {
+    if (IsDeadline(dfa.status())) return dfa.status();
     const char* keyword = !c.multiple_of.empty() ? "multipleOf" : "minimum";
     if (absl::Status st =
             Unsupported(s.number_loc, keyword, dfa.status().message());
@@ -2677,6 +2693,7 @@ absl::StatusOr<int32_t> Converter::StringExpr(const SimpleSchema& s) {
   } else {
     absl::StatusOr<CharDfa> dfa = StringDfa(c, true);
     if (!dfa.ok()) {
+      if (IsDeadline(dfa.status())) return dfa.status();
       const RegexRef* r = !c.must.empty()       ? &c.must[0]
                           : !c.must_not.empty() ? &c.must_not[0]
                                                 : nullptr;
@@ -3118,6 +3135,7 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
                               " patterns apply to one object"));
   }
   absl::StatusOr<std::optional<CharDfa>> names = NamesDfa(o.names);
+  if (IsDeadline(names.status())) return names.status();
   if (!names.ok()) return loose("propertyNames", names.status().message());
   absl::StatusOr<CharDfa> declared_dfa = LiteralsDfa(declared);
   if (!declared_dfa.ok()) return declared_dfa.status();
@@ -3173,6 +3191,7 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
         narrow(**x, (in & (1u << i)) != 0);
       }
       if (*names) narrow(**names, true);
+      if (IsDeadline(st)) return st;
       if (!st.ok()) return loose("patternProperties", st.message());
       if (keys.IsEmpty()) continue;
       key_expr = e_.NewRule("key", e_.DfaString(keys, "key"));
@@ -3182,8 +3201,10 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
     if (witness != nullptr) {
       absl::StatusOr<CharDfa> wkeys =
           Subtract(keys, *not_witness_dfa, opt_.dfa);
-      if (!wkeys.ok())
+      if (!wkeys.ok()) {
+        if (IsDeadline(wkeys.status())) return wkeys.status();
         return loose("additionalProperties", wkeys.status().message());
+      }
       if (!wkeys->IsEmpty()) {
         witness_others.push_back(
             member_with(e_.Ref(e_.NewRule("key", e_.DfaString(*wkeys, "key"))),
