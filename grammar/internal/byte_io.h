@@ -60,7 +60,9 @@ class ByteReader {
     if (!Get(&n)) return false;
     if (n > (in_.size() - pos_) / sizeof(T)) return Fail();
     v->resize(n);
-    std::memcpy(v->data(), in_.data() + pos_, n * sizeof(T));
+    // An empty vector's data() may be null, which memcpy must not get
+    // (UBSan), even for 0 bytes.
+    if (n > 0) std::memcpy(v->data(), in_.data() + pos_, n * sizeof(T));
     pos_ += n * sizeof(T);
     return true;
   }
