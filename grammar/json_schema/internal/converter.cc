@@ -464,6 +464,10 @@ class Converter {
   // --- Policy ---------------------------------------------------------
   absl::Status Unsupported(int32_t loc, absl::string_view keyword,
                            absl::string_view reason);
+  // The same for a failure's status: a passed deadline is returned as is
+  // (see IsDeadline), anything else refused or dropped by its message.
+  absl::Status Unsupported(int32_t loc, absl::string_view keyword,
+                           const absl::Status& cause);
   std::string Where(int32_t loc, absl::string_view keyword) const {
     std::string p = loc >= 0 ? doc_.pointer(loc) : "";
     return DisplayPointer(keyword.empty() ? p : absl::StrCat(p, "/", keyword));
@@ -578,10 +582,16 @@ class Converter {
 
 // The compile's deadline passing says nothing about a keyword: it must not
 // become a refusal (strict) or a drop (lenient), which callers would cache
-// as the schema's verdict. Sites that turn a failure into either check this
-// first.
+// as the schema's verdict. Unsupported(loc, keyword, status) passes it
+// through; sites that compose their own reason check it first.
 bool IsDeadline(const absl::Status& s) {
   return s.code() == absl::StatusCode::kDeadlineExceeded;
+}
+
+absl::Status Converter::Unsupported(int32_t loc, absl::string_view keyword,
+                                    const absl::Status& cause) {
+  if (IsDeadline(cause)) return cause;
+  return Unsupported(loc, keyword, cause.message());
 }
 
 absl::Status Converter::Unsupported(int32_t loc, absl::string_view keyword,
@@ -1219,8 +1229,8 @@ absl::StatusOr<Dnf> Converter::ExpandNegative(int32_t loc) {
 
 absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
   const Json& n = doc_.node(loc);
-  auto bad = [&](const char* key, absl::string_view reason) {
-    return Unsupported(loc, key, reason);
+  auto bad = [&](const char* key, const auto& reason) {
+    return Unsupported(loc, key, reason);  // a text, or a failure's status
   };
   auto decimal = [&](const char* key,
                      std::optional<Decimal>* out) -> absl::Status {
@@ -1345,8 +1355,7 @@ absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
         probe.multiple_of.push_back(*d);
         absl::StatusOr<CharDfa> dfa = NumberDfa(probe, opt_.dfa);
         if (!dfa.ok()) {
-          if (IsDeadline(dfa.status())) return dfa.status();
-          GRAMMARD_RETURN(bad("multipleOf", dfa.status().message()));
+          GRAMMARD_RETURN(bad("multipleOf", dfa.status()));
         } else {
           s->number.multiple_of.push_back(*d);
         }
@@ -1372,8 +1381,7 @@ absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
         RegexRef r{false, it->get<std::string>(), loc};
         absl::StatusOr<RegexEntry*> entry = GetRegex(r);
         if (!entry.ok()) {
-          if (IsDeadline(entry.status())) return entry.status();
-          GRAMMARD_RETURN(bad("pattern", entry.status().message()));
+          GRAMMARD_RETURN(bad("pattern", entry.status()));
         } else {
           s->string.must.push_back(std::move(r));
         }
@@ -1389,8 +1397,7 @@ absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
         RegexRef r{true, name, loc};
         absl::StatusOr<RegexEntry*> entry = GetRegex(r);
         if (!entry.ok()) {
-          if (IsDeadline(entry.status())) return entry.status();
-          GRAMMARD_RETURN(bad("format", entry.status().message()));
+          GRAMMARD_RETURN(bad("format", entry.status()));
         } else {
           s->string.must.push_back(std::move(r));
         }
@@ -1488,8 +1495,7 @@ absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
           if (!entry.ok()) {
             // Without the pattern the keys it governs cannot be told apart
             // from additional ones: drop the whole member rule.
-            if (IsDeadline(entry.status())) return entry.status();
-            GRAMMARD_RETURN(bad("patternProperties", entry.status().message()));
+            GRAMMARD_RETURN(bad("patternProperties", entry.status()));
             rule_ok = false;
             break;
           }
@@ -1689,12 +1695,10 @@ absl::StatusOr<Dnf> Converter::NegOwn(int32_t loc) {
     if (!present) continue;
     absl::StatusOr<Dnf> d = NegKeyword(loc, key);
     if (!d.ok()) {
-      if (IsDeadline(d.status())) return d.status();
       if (opt_.strict) return d.status();
       // Lenient: a negation we cannot express is read as `true`, which
       // accepts more, never less.
-      if (absl::Status s = Unsupported(loc, key, d.status().message());
-          !s.ok()) {
+      if (absl::Status s = Unsupported(loc, key, d.status()); !s.ok()) {
         return s;
       }
       return Dnf{Alt{}};
@@ -2635,10 +2639,8 @@ absl::StatusOr<int32_t> Converter::NumberExpr(const SimpleSchema& s) {
   if (it != number_rules_.end()) return e_.Ref(it->second);
   absl::StatusOr<CharDfa> dfa = NumberDfa(c, opt_.dfa);
   if (!dfa.ok()) {
-    if (IsDeadline(dfa.status())) return dfa.status();
     const char* keyword = !c.multiple_of.empty() ? "multipleOf" : "minimum";
-    if (absl::Status st =
-            Unsupported(s.number_loc, keyword, dfa.status().message());
+    if (absl::Status st = Unsupported(s.number_loc, keyword, dfa.status());
         !st.ok()) {
       return st;
     }
@@ -3063,7 +3065,7 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
 
   // Lenient mode reads a constraint it cannot keep as "any members".
   auto loose = [&](absl::string_view keyword,
-                   absl::string_view why) -> absl::StatusOr<int32_t> {
+                   const auto& why) -> absl::StatusOr<int32_t> {
     if (absl::Status st = Unsupported(o.loc, keyword, why); !st.ok()) return st;
     const int32_t member =
         e_.Seq({e_.AnyString(), e_.KeySeparator(), e_.AnyValue(depth + 1)});
@@ -3135,8 +3137,7 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
                               " patterns apply to one object"));
   }
   absl::StatusOr<std::optional<CharDfa>> names = NamesDfa(o.names);
-  if (IsDeadline(names.status())) return names.status();
-  if (!names.ok()) return loose("propertyNames", names.status().message());
+  if (!names.ok()) return loose("propertyNames", names.status());
   absl::StatusOr<CharDfa> declared_dfa = LiteralsDfa(declared);
   if (!declared_dfa.ok()) return declared_dfa.status();
   absl::StatusOr<CharDfa> not_witness_dfa = LiteralsDfa(
@@ -3191,8 +3192,7 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
         narrow(**x, (in & (1u << i)) != 0);
       }
       if (*names) narrow(**names, true);
-      if (IsDeadline(st)) return st;
-      if (!st.ok()) return loose("patternProperties", st.message());
+      if (!st.ok()) return loose("patternProperties", st);
       if (keys.IsEmpty()) continue;
       key_expr = e_.NewRule("key", e_.DfaString(keys, "key"));
       key_expr = e_.Ref(key_expr);
@@ -3201,10 +3201,7 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
     if (witness != nullptr) {
       absl::StatusOr<CharDfa> wkeys =
           Subtract(keys, *not_witness_dfa, opt_.dfa);
-      if (!wkeys.ok()) {
-        if (IsDeadline(wkeys.status())) return wkeys.status();
-        return loose("additionalProperties", wkeys.status().message());
-      }
+      if (!wkeys.ok()) return loose("additionalProperties", wkeys.status());
       if (!wkeys->IsEmpty()) {
         witness_others.push_back(
             member_with(e_.Ref(e_.NewRule("key", e_.DfaString(*wkeys, "key"))),
