@@ -19,6 +19,7 @@
 #include "grammar/syntax/utf8_lowering.h"
 #include "grammar/vocabulary.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/paths.h"
 
 namespace grammard::conformance {
 namespace {
@@ -31,13 +32,6 @@ using grammar::JsonSchemaDraft;
 using grammar::JsonSchemaOptions;
 using grammar::JsonSchemaResult;
 using Json = nlohmann::ordered_json;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 bool IsDir(const std::string& path) {
   struct stat st;
@@ -98,7 +92,7 @@ class Runner {
     ListJson(root_ + "/remotes", "", &remotes);
     for (const std::string& r : remotes) {
       documents_["http://localhost:1234/" + r] =
-          ReadFile(root_ + "/remotes/" + r);
+          testing::ReadFileOrEmpty(root_ + "/remotes/" + r);
     }
     return absl::OkStatus();
   }
@@ -147,8 +141,9 @@ class Runner {
     // Content keywords are annotations in every draft.
     const bool must_reject = file != "optional/content.json";
     SuiteCounts c;
-    Json groups = Json::parse(ReadFile(root_ + "/tests/" + draft + "/" + file),
-                              nullptr, false);
+    Json groups = Json::parse(
+        testing::ReadFileOrEmpty(root_ + "/tests/" + draft + "/" + file),
+        nullptr, false);
     if (groups.is_discarded() || !groups.is_array()) {
       run_.failures.push_back(draft + "/" + file + ": not a test file");
       return c;
@@ -248,8 +243,8 @@ class Runner {
 // "pass", and all instances.
 void ReadBaseline(const std::string& root, SuiteRun* run) {
   Json baseline = Json::parse(
-      ReadFile(root +
-               "/llguidance-baseline/expected_json_schema_test_suite.json"),
+      testing::ReadFileOrEmpty(
+          root + "/llguidance-baseline/expected_json_schema_test_suite.json"),
       nullptr, false);
   if (baseline.is_discarded() || !baseline.is_object()) return;
   run->llguidance_passed = 0;

@@ -520,13 +520,6 @@ TEST_F(DecodeTest, DroppedStreamMidStepDoesNotDisturbOthers) {
   EXPECT_TRUE(survivor.Finish().ok());
 }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // A client uploads tokenizer.json under a name of its own: the server knows
 // it by that name and by fingerprint (the llama3 files, so the same one as
 // the served llama3), lists it, and decodes with it exactly as in-process.
@@ -534,8 +527,9 @@ TEST_F(DecodeTest, UploadedTokenizerDecodesLikeTheServedOne) {
   const std::string dir = *testing::TokenizerDir("llama3");
   v1::RegisterTokenizerRequest upload;
   upload.set_name("uploaded-llama3");
-  upload.set_tokenizer_json(ReadAll(dir + "/tokenizer.json"));
-  upload.set_tokenizer_config_json(ReadAll(dir + "/tokenizer_config.json"));
+  upload.set_tokenizer_json(testing::ReadFileOrEmpty(dir + "/tokenizer.json"));
+  upload.set_tokenizer_config_json(
+      testing::ReadFileOrEmpty(dir + "/tokenizer_config.json"));
   v1::Tokenizer registered;
   {
     grpc::ClientContext context;

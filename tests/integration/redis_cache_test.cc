@@ -40,13 +40,6 @@ std::string Schema(const std::string& tag) {
       R"("required":["name","tag"]})");
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // The sum of a metric's samples (over its labels) on a daemon's /metrics.
 double Metric(const Daemon& d, const std::string& name) {
   auto text = testing::HttpGet(d.metrics_port(), "/metrics");
@@ -170,7 +163,7 @@ TEST_F(RedisCacheTest, KillingTheCompilingReplicaStillAnswersTheOthers) {
       testing::SourceRoot().empty()
           ? ""
           : testing::SourceRoot() + "/../shared/bench/order_schema_nolen.json";
-  const std::string schema = ReadFile(path);
+  const std::string schema = testing::ReadFileOrEmpty(path);
   if (schema.empty()) GTEST_SKIP() << testing::MissingDataMessage(path);
   std::thread first([&] {
     grpc::Status status;

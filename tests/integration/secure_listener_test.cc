@@ -24,13 +24,6 @@ using testing::Daemon;
 
 constexpr char kToken[] = "t0k3n-for-tests";
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 class SecureListenerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -54,10 +47,10 @@ class SecureListenerTest : public ::testing::Test {
 
   std::shared_ptr<grpc::Channel> Channel(bool client_cert) {
     grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = ReadAll(dir_ + "/ca.pem");
+    ssl.pem_root_certs = testing::ReadFileOrEmpty(dir_ + "/ca.pem");
     if (client_cert) {
-      ssl.pem_private_key = ReadAll(dir_ + "/client.key");
-      ssl.pem_cert_chain = ReadAll(dir_ + "/client.pem");
+      ssl.pem_private_key = testing::ReadFileOrEmpty(dir_ + "/client.key");
+      ssl.pem_cert_chain = testing::ReadFileOrEmpty(dir_ + "/client.pem");
     }
     return grpc::CreateChannel(daemon_->target(), grpc::SslCredentials(ssl));
   }

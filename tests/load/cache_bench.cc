@@ -45,13 +45,6 @@ namespace {
 namespace v1 = grammard::v1;
 using Clock = std::chrono::steady_clock;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // MaskBench schemas, then the bench workloads' constraints.
 std::vector<v1::Constraint> Constraints(const std::string& shared) {
   std::vector<v1::Constraint> out;
@@ -68,11 +61,13 @@ std::vector<v1::Constraint> Constraints(const std::string& shared) {
     }
   }
   const std::string bench = shared + "/../bench";
-  std::istringstream workloads(ReadFile(bench + "/WORKLOADS.tsv"));
+  std::istringstream workloads(
+      grammard::testing::ReadFileOrEmpty(bench + "/WORKLOADS.tsv"));
   for (std::string line; std::getline(workloads, line);) {
     std::vector<std::string> f = absl::StrSplit(line, '\t');
     if (line.empty() || line[0] == '#' || f.size() < 3) continue;
-    const std::string text = ReadFile(bench + "/" + f[2]);
+    const std::string text =
+        grammard::testing::ReadFileOrEmpty(bench + "/" + f[2]);
     v1::Constraint c;
     if (f[1] == "json_schema") {
       c.set_json_schema(text);

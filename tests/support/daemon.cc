@@ -22,16 +22,7 @@
 #include "tests/support/paths.h"
 
 namespace grammard::testing {
-namespace {
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-}  // namespace
+namespace {}  // namespace
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
     const DaemonOptions& options) {
@@ -95,10 +86,10 @@ absl::Status Daemon::Launch(const std::string& listen) {
     int status = 0;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
-      return absl::InternalError(
-          absl::StrCat("grammard exited at start:\n", ReadAll(log_path_)));
+      return absl::InternalError(absl::StrCat("grammard exited at start:\n",
+                                              ReadFileOrEmpty(log_path_)));
     }
-    std::string ports = ReadAll(port_file);
+    std::string ports = ReadFileOrEmpty(port_file);
     if (std::sscanf(ports.c_str(), "grpc=%d metrics=%d", &grpc_port_,
                     &metrics_port_) == 2) {
       return absl::OkStatus();
@@ -106,7 +97,7 @@ absl::Status Daemon::Launch(const std::string& listen) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return absl::InternalError(absl::StrCat(
-      "grammard did not serve within 60 s:\n", ReadAll(log_path_)));
+      "grammard did not serve within 60 s:\n", ReadFileOrEmpty(log_path_)));
 }
 
 Daemon::~Daemon() {

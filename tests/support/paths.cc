@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <vector>
 
 namespace grammard::testing {
@@ -139,6 +141,13 @@ std::string MakeTempDir() {
   std::string pattern = (base.empty() ? "/tmp" : base) + "/grammard.XXXXXX";
   if (mkdtemp(pattern.data()) == nullptr) return "";
   return pattern;
+}
+
+std::string ReadFileOrEmpty(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 }  // namespace grammard::testing

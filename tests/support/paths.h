@@ -38,6 +38,9 @@ std::optional<std::string> TokenizerDir(const std::string& name);
 std::vector<std::string> FilesEndingWith(const std::string& dir,
                                          const std::string& suffix);
 
+// The whole of a file; empty when it cannot be read.
+std::string ReadFileOrEmpty(const std::string& path);
+
 // A new empty folder under $TEST_TMPDIR (or /tmp); empty on failure.
 std::string MakeTempDir();
 
