@@ -2,7 +2,10 @@
 // number of GrammarMatchers (matcher.h) on any threads.
 //
 // Produced by GrammarCompiler (compiler.h). Cheap to copy: copies share the
-// compiled data. Thread-safety: immutable; share freely.
+// compiled data. Thread-safety: share freely; what it answers never changes.
+// Underneath, per-state token tables are built by the first matcher that
+// needs them (once, whichever thread), so MemoryBytes grows as outputs
+// visit new states.
 #ifndef GRAMMARD_GRAMMAR_COMPILED_GRAMMAR_H_
 #define GRAMMARD_GRAMMAR_COMPILED_GRAMMAR_H_
 
@@ -30,7 +33,7 @@ class CompiledGrammar {
   const Vocabulary& vocabulary() const;
   // Words of one mask row: ceil(vocabulary().size() / 32).
   int32_t mask_words() const;
-  // Automaton states, and the bytes the compiled form occupies.
+  // Automaton states, and the bytes the compiled form occupies now.
   int32_t num_states() const;
   size_t MemoryBytes() const;
 

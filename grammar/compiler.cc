@@ -231,16 +231,24 @@ absl::StatusOr<CompiledGrammar> GrammarCompiler::Compile(
     if (!s.ok()) return s;
   }
   if (absl::Status s = nfa.PruneUnproductive(g.root); !s.ok()) return s;
-  auto pda = nfa.Determinize(g.root, options.max_states);
-  if (!pda.ok()) return pda.status();
-  auto data = std::make_shared<internal::GrammarData>(index_, *std::move(pda),
-                                                      options.deadline);
-  if (data->table.timed_out()) {
+  auto pda = nfa.Determinize(g.root, options.max_states, options.deadline);
+  if (!pda.ok() && !absl::IsDeadlineExceeded(pda.status())) {
+    return pda.status();
+  }
+  absl::StatusOr<std::shared_ptr<const internal::GrammarData>> data =
+      pda.ok()
+          ? internal::MakeGrammarData(index_, *std::move(pda), options.deadline)
+          : pda.status();
+  if (absl::IsDeadlineExceeded(data.status())) {
     return absl::DeadlineExceededError(
         absl::StrCat("compiling took longer than its deadline (",
-                     data->pda.num_states(), " automaton states)"));
+                     data.status().message(), ")"));
   }
-  return CompiledGrammar(std::move(data));
+  if (!data.ok()) return data.status();
+  (*data)->table.Prebuild(
+      std::min(options.deadline,
+               std::chrono::steady_clock::now() + options.classify_ahead));
+  return CompiledGrammar(*std::move(data));
 }
 
 }  // namespace grammard::grammar

@@ -6,9 +6,11 @@
 //   | "no")");
 //
 // Compiling: parse, lower character classes to UTF-8 bytes, build one byte
-// automaton per rule, drop what can never complete, determinize, then
-// classify every vocabulary token for every automaton state (token_table.h),
-// which dominates the cost.
+// automaton per rule, drop what can never complete, determinize and
+// minimize, then group the states whose tokens classify alike. Classifying
+// the vocabulary's tokens for a state (token_table.h) waits until a matcher
+// first reaches it, so a grammar is ready after the automaton work and its
+// first masks pay for the states they visit.
 //
 // Thread-safety: a compiler is immutable after construction; compile on any
 // number of threads at once. Construction indexes the vocabulary once
@@ -40,6 +42,12 @@ struct CompileOptions {
   // between automaton states, so it overruns by at most one state's work).
   std::chrono::steady_clock::time_point deadline =
       std::chrono::steady_clock::time_point::max();
+  // How long compiling may spend classifying tokens ahead of any matcher
+  // (nearest the start first); what is left is classified when a matcher
+  // first needs it. Enough for a typical EBNF or regex grammar to be done,
+  // so its masks stay flat; a large schema is ready after this much instead
+  // of after classifying states no output may visit (seconds).
+  std::chrono::microseconds classify_ahead = std::chrono::milliseconds(50);
 };
 
 class GrammarCompiler {

@@ -11,8 +11,10 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "grammar/internal/grammar_data.h"
 #include "grammar/matcher.h"
 #include "grammar/syntax/ebnf_parser.h"
 #include "grammar/syntax/grammar_passes.h"
@@ -457,6 +459,105 @@ TEST(CompilerTest, AmbiguityPastTheStackCapIsRefusedNotAHang) {
   EXPECT_NE(refused.message().find("ambiguous"), std::string::npos) << refused;
   m.FillNextTokenMask(row.data());  // still usable, at the last position
   EXPECT_TRUE(m.Rollback(1).ok());
+}
+
+// A rule called from more places than a token table follows at once (its
+// tokens that leave it become uncertain, settled per caller on demand)
+// gives the oracle's masks all the same.
+TEST(CompilerTest, RulesCalledFromManyPlacesMatchTheOracle) {
+  std::string text = "root ::= item+\nitem ::= ";
+  for (int i = 0; i < 48; ++i) {
+    text += (i ? " | \"p" : "\"p") + std::to_string(i) + "\" w \"s" +
+            std::to_string(i) + ";\"";
+  }
+  text += "\nw ::= [ab]+ \"q\"\n";
+  std::mt19937 rng(5);
+  const std::string kPieces[] = {"a", "b", "q", "s", ";", "p", "1",
+                                 "2", "3", "0", "4", "5", "6", "qs"};
+  // Continuations all differ, so the rule keeps 48 return states.
+  std::vector<std::string> tokens;
+  for (int i = 0; i < 400; ++i) {
+    std::string t;
+    for (int k = 0, n = 1 + rng() % 4; k < n; ++k) t += kPieces[rng() % 14];
+    tokens.push_back(t);
+  }
+  tokens.push_back("</s>");
+  const int32_t eos = static_cast<int32_t>(tokens.size()) - 1;
+  GrammarCompiler compiler(
+      *Vocabulary::FromTokens(tokens, {eos}, {eos}, {"pieces", {}, 0}));
+  auto compiled = compiler.CompileEbnf(text);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  auto oracle = OracleFor(ParseEbnf(text));
+  ASSERT_TRUE(oracle.ok()) << oracle.status();
+  for (int walk = 0; walk < 20; ++walk)
+    CheckAgainstOracle(*compiled, *oracle, &rng, 30, "many callers");
+}
+
+// Asked not to classify ahead, compiling builds no token table: each is
+// built when a matcher first needs it, and matchers racing for the same
+// tables from many threads see the masks one matcher sees alone.
+TEST(CompilerTest, TablesAreBuiltOnDemandAlikeFromManyThreads) {
+  std::vector<std::string> tokens;
+  std::mt19937 rng(3);
+  const std::string kChars = "{}[]:,\"0123456789.-eEtrufalsnxyz \n\\";
+  for (int i = 0; i < 3000; ++i) {
+    std::string t;
+    for (int len = 1 + rng() % 4; len > 0; --len)
+      t += kChars[rng() % kChars.size()];
+    tokens.push_back(t);
+  }
+  tokens.push_back("</s>");
+  const int32_t eos = static_cast<int32_t>(tokens.size()) - 1;
+  GrammarCompiler compiler(
+      *Vocabulary::FromTokens(tokens, {eos}, {eos}, {"random", {}, 0}));
+  // One walk's masks, choosing by `seed` among the allowed tokens.
+  auto walk = [](const CompiledGrammar& g, uint32_t seed) {
+    GrammarMatcher m(g);
+    std::mt19937 pick(seed);
+    std::vector<std::vector<uint32_t>> masks;
+    std::vector<uint32_t> row(g.mask_words());
+    for (int step = 0; step < 60 && !m.IsTerminated(); ++step) {
+      m.FillNextTokenMask(row.data());
+      masks.push_back(row);
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < g.vocabulary().size(); ++id) {
+        if (Bit(row, id)) allowed.push_back(id);
+      }
+      if (allowed.empty() ||
+          !m.AcceptToken(allowed[pick() % allowed.size()]).ok())
+        break;
+    }
+    return masks;
+  };
+  CompileOptions on_demand;
+  on_demand.classify_ahead = std::chrono::microseconds(0);
+  auto alone = compiler.CompileEbnf(BuiltinJsonEbnf(), "root", on_demand);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_EQ(alone->data().table.num_built(), 0);
+  std::vector<std::vector<std::vector<uint32_t>>> expected;
+  for (uint32_t seed = 0; seed < 8; ++seed) {
+    expected.push_back(walk(*alone, seed));
+    EXPECT_GT(alone->data().table.num_built(), 0);
+  }
+  auto shared = compiler.CompileEbnf(BuiltinJsonEbnf(), "root", on_demand);
+  ASSERT_TRUE(shared.ok()) << shared.status();
+  std::vector<std::vector<std::vector<uint32_t>>> got(expected.size());
+  std::vector<std::thread> threads;
+  for (uint32_t seed = 0; seed < expected.size(); ++seed) {
+    threads.emplace_back([&, seed] { got[seed] = walk(*shared, seed); });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(got, expected);
+  EXPECT_EQ(shared->data().table.num_built(), alone->data().table.num_built());
+  // By default compiling classifies ahead: a grammar this small entirely,
+  // so walks build nothing more.
+  auto ahead = compiler.CompileEbnf(BuiltinJsonEbnf());
+  ASSERT_TRUE(ahead.ok()) << ahead.status();
+  const int32_t built = ahead->data().table.num_built();
+  EXPECT_GE(built, alone->data().table.num_built());
+  for (uint32_t seed = 0; seed < expected.size(); ++seed)
+    EXPECT_EQ(walk(*ahead, seed), expected[seed]);
+  EXPECT_EQ(ahead->data().table.num_built(), built);
 }
 
 }  // namespace

@@ -160,7 +160,8 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
     // Below the root rule's frame nothing may follow.
     if (t->uncertain.empty() || node.parent == kBottom) continue;
     const std::vector<int32_t>* pending = &t->uncertain;
-    const internal::ContextTokens* ctx = t->Context(pool_[node.parent].state);
+    const internal::ContextTokens* ctx =
+        data.table.Context(node.state, pool_[node.parent].state);
     int32_t caller = node.parent;
     while (ctx != nullptr) {
       ctx->accepted.AddTo(row, words, &clean);

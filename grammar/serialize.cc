@@ -78,12 +78,10 @@ absl::StatusOr<CompiledGrammar> GrammarCompiler::Deserialize(
   internal::ByteReader body(payload);
   absl::StatusOr<internal::Pda> pda = internal::Pda::Load(&body);
   if (!pda.ok()) return pda.status();
-  absl::StatusOr<internal::TokenTable> table =
-      internal::TokenTable::Load(&body, *pda, vocabulary().size());
-  if (!table.ok()) return table.status();
+  auto data = std::make_shared<internal::GrammarData>(index_, *std::move(pda));
+  if (absl::Status s = data->table.Load(&body); !s.ok()) return s;
   if (!body.done()) return body.Malformed();
-  return CompiledGrammar(std::make_shared<internal::GrammarData>(
-      index_, *std::move(pda), *std::move(table)));
+  return CompiledGrammar(std::move(data));
 }
 
 }  // namespace grammard::grammar

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "grammar/compiler.h"
+#include "grammar/internal/grammar_data.h"
 #include "grammar/matcher.h"
 #include "grammar/syntax/json_grammar.h"
 #include "gtest/gtest.h"
@@ -35,24 +36,26 @@ std::shared_ptr<const Vocabulary> TestVocab(const std::string& name) {
 
 struct Case {
   const char* name;
-  absl::StatusOr<CompiledGrammar> (*compile)(const GrammarCompiler&);
+  absl::StatusOr<CompiledGrammar> (*compile)(const GrammarCompiler&,
+                                             const CompileOptions&);
 };
 
 std::vector<Case> Cases() {
   return {
       {"json",
-       [](const GrammarCompiler& c) {
-         return c.CompileEbnf(BuiltinJsonEbnf());
+       [](const GrammarCompiler& c, const CompileOptions& o) {
+         return c.CompileEbnf(BuiltinJsonEbnf(), "root", o);
        }},
       {"regex",
-       [](const GrammarCompiler& c) {
-         return c.CompileRegex("(xy|x)+[0-9]*");
+       [](const GrammarCompiler& c, const CompileOptions& o) {
+         return c.CompileRegex("(xy|x)+[0-9]*", o);
        }},
       {"recursive ebnf",
-       [](const GrammarCompiler& c) {
+       [](const GrammarCompiler& c, const CompileOptions& o) {
          return c.CompileEbnf(
              "root ::= e\ne ::= t (\"+\" t)*\nt ::= f (\"*\" f)*\n"
-             "f ::= [0-9]+ | \"(\" e \")\"\n");
+             "f ::= [0-9]+ | \"(\" e \")\"\n",
+             "root", o);
        }},
   };
 }
@@ -78,20 +81,36 @@ void ExpectSameMasks(const CompiledGrammar& a, const CompiledGrammar& b,
   }
 }
 
+// Token tables are built as matchers first need them: a random walk builds
+// some, the others stay for later.
+std::string SerializeAfterWalks(const CompiledGrammar& g, int walks) {
+  for (int seed = 1; seed <= walks; ++seed) ExpectSameMasks(g, g, 100 + seed);
+  return SerializeGrammar(g);
+}
+
+// Saved with none, some or all of its tables built (all: many walks), a
+// grammar loads with the same tables built and gives the same masks.
 TEST(SerializeTest, LoadedGrammarGivesTheSameMasks) {
   GrammarCompiler compiler(TestVocab("v"));
+  CompileOptions on_demand;
+  on_demand.classify_ahead = std::chrono::microseconds(0);
   for (const Case& c : Cases()) {
-    SCOPED_TRACE(c.name);
-    absl::StatusOr<CompiledGrammar> g = c.compile(compiler);
-    ASSERT_TRUE(g.ok()) << g.status();
-    const std::string bytes = SerializeGrammar(*g);
-    absl::StatusOr<CompiledGrammar> loaded = compiler.Deserialize(bytes);
-    ASSERT_TRUE(loaded.ok()) << loaded.status();
-    EXPECT_EQ(loaded->num_states(), g->num_states());
-    EXPECT_EQ(loaded->MemoryBytes(), g->MemoryBytes());
-    EXPECT_EQ(SerializeGrammar(*loaded), bytes);
-    for (uint32_t seed = 1; seed <= 20; ++seed)
-      ExpectSameMasks(*g, *loaded, seed);
+    for (int walks : {0, 1, 50}) {
+      SCOPED_TRACE(testing::Message() << c.name << ", walks " << walks);
+      absl::StatusOr<CompiledGrammar> g = c.compile(compiler, on_demand);
+      ASSERT_TRUE(g.ok()) << g.status();
+      const std::string bytes = SerializeAfterWalks(*g, walks);
+      const internal::TokenTable& table = g->data().table;
+      EXPECT_EQ(table.num_built() == 0, walks == 0);
+      absl::StatusOr<CompiledGrammar> loaded = compiler.Deserialize(bytes);
+      ASSERT_TRUE(loaded.ok()) << loaded.status();
+      EXPECT_EQ(loaded->num_states(), g->num_states());
+      EXPECT_EQ(loaded->data().table.num_built(), table.num_built());
+      EXPECT_EQ(loaded->MemoryBytes(), g->MemoryBytes());
+      EXPECT_EQ(SerializeGrammar(*loaded), bytes);
+      for (uint32_t seed = 1; seed <= 20; ++seed)
+        ExpectSameMasks(*g, *loaded, seed);
+    }
   }
 }
 
@@ -129,7 +148,7 @@ TEST(SerializeTest, AnotherEngineOrFormatIsRefused) {
 TEST(SerializeTest, DamagedBytesAreRefused) {
   GrammarCompiler compiler(TestVocab("v"));
   const std::string bytes =
-      SerializeGrammar(*compiler.CompileEbnf(BuiltinJsonEbnf()));
+      SerializeAfterWalks(*compiler.CompileEbnf(BuiltinJsonEbnf()), 20);
   std::mt19937 rng(7);
   for (int trial = 0; trial < 300; ++trial) {
     std::string damaged = bytes;
@@ -149,7 +168,7 @@ TEST(SerializeTest, DamagedBytesAreRefused) {
 TEST(SerializeTest, AlteredPayloadWithValidChecksumIsSafe) {
   GrammarCompiler compiler(TestVocab("v"));
   const std::string bytes =
-      SerializeGrammar(*compiler.CompileEbnf(BuiltinJsonEbnf()));
+      SerializeAfterWalks(*compiler.CompileEbnf(BuiltinJsonEbnf()), 20);
   // Payload = the last string: its u64 length sits right before it, the
   // CRC before that.
   uint64_t payload_len = 0;

@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "grammar/matcher.h"
 #include "gtest/gtest.h"
 #include "service/constraint.h"
 #include "service/metrics/metrics.h"
@@ -166,6 +167,36 @@ TEST(GrammarCacheTest, EvictsLeastRecentlyUsedWithinTheBudget) {
   GrammarCache tiny(one / 2, &metrics);
   tiny.Insert(make("big"));
   EXPECT_EQ(tiny.size(), 0u);
+}
+
+// A grammar's token tables are built as matchers use it; the cache charges
+// the growth at the next hit and evicts others to stay within its budget.
+TEST(GrammarCacheTest, AGrammarsGrowthIsChargedAtItsNextHit) {
+  metrics::Registry registry;
+  ServiceMetrics metrics(&registry);
+  auto vocab = grammar::Vocabulary::FromTokens({"a", "b", "ab", "x", "<eos>"},
+                                               {4}, {4}, {"tiny", {}, 0});
+  ASSERT_TRUE(vocab.ok()) << vocab.status();
+  grammar::GrammarCompiler compiler(*vocab);
+  auto entry = std::make_shared<GrammarEntry>();
+  entry->id = "g";
+  entry->grammar = *compiler.CompileRegex("[ab]+x");
+  auto other = std::make_shared<GrammarEntry>();
+  other->id = "other";
+  other->status = absl::InvalidArgumentError("bad");
+  const size_t before = entry->Bytes();
+  GrammarCache cache(before + other->Bytes(), &metrics);
+  cache.Insert(entry);
+  cache.Insert(other);
+  EXPECT_EQ(cache.size(), 2u);
+  grammar::GrammarMatcher matcher(*entry->grammar);
+  std::vector<uint32_t> row(entry->grammar->mask_words());
+  matcher.FillNextTokenMask(row.data());
+  ASSERT_GT(entry->Bytes(), before);
+  EXPECT_EQ(cache.Find("g"), entry);
+  EXPECT_EQ(cache.bytes(), entry->Bytes());
+  EXPECT_EQ(cache.size(), 1u);  // "other" made room
+  EXPECT_EQ(metrics.cache_bytes->Value(), static_cast<double>(entry->Bytes()));
 }
 
 // An in-memory shared tier: a map, leases that never lapse, and a switch

@@ -24,8 +24,17 @@ std::shared_ptr<const GrammarEntry> GrammarCache::Find(const std::string& id) {
     return nullptr;
   }
   metrics_->cache_hits->Increment();
-  lru_.splice(lru_.begin(), lru_, it->second);
-  return it->second->entry;
+  Lru::iterator slot = it->second;
+  lru_.splice(lru_.begin(), lru_, slot);
+  // Token tables built since the last charge (grammars grow as sequences
+  // visit new states) count from now on.
+  const size_t bytes = slot->entry->Bytes();
+  bytes_ += bytes - slot->bytes;
+  slot->bytes = bytes;
+  std::shared_ptr<const GrammarEntry> entry = slot->entry;
+  EvictLocked(0);
+  UpdateGaugesLocked();
+  return entry;
 }
 
 void GrammarCache::Insert(std::shared_ptr<const GrammarEntry> entry) {
@@ -34,13 +43,21 @@ void GrammarCache::Insert(std::shared_ptr<const GrammarEntry> entry) {
   auto old = by_id_.find(entry->id);
   if (old != by_id_.end()) EraseLocked(old->second);
   if (bytes > max_bytes_) return;
-  while (bytes_ + bytes > max_bytes_) {
-    EraseLocked(std::prev(lru_.end()));
-    metrics_->cache_evictions->Increment();
-  }
+  EvictLocked(bytes);
   lru_.push_front(Slot{entry, bytes});
   by_id_[entry->id] = lru_.begin();
   bytes_ += bytes;
+  UpdateGaugesLocked();
+}
+
+void GrammarCache::EvictLocked(size_t room) {
+  while (!lru_.empty() && bytes_ + room > max_bytes_) {
+    EraseLocked(std::prev(lru_.end()));
+    metrics_->cache_evictions->Increment();
+  }
+}
+
+void GrammarCache::UpdateGaugesLocked() {
   metrics_->cache_bytes->Set(static_cast<double>(bytes_));
   metrics_->cache_entries->Set(static_cast<double>(lru_.size()));
 }
@@ -49,8 +66,7 @@ void GrammarCache::EraseLocked(Lru::iterator it) {
   bytes_ -= it->bytes;
   by_id_.erase(it->entry->id);
   lru_.erase(it);
-  metrics_->cache_bytes->Set(static_cast<double>(bytes_));
-  metrics_->cache_entries->Set(static_cast<double>(lru_.size()));
+  UpdateGaugesLocked();
 }
 
 size_t GrammarCache::bytes() const {

@@ -6,6 +6,9 @@
 // again (bad schemas), so a repeated bad request costs a lookup. Failures
 // that a retry might not repeat (deadline, cancellation) are never inserted.
 //
+// Entries are charged what they hold in memory when inserted and again at
+// every hit: a compiled grammar grows as sequences visit its states.
+//
 // Cost: Find and Insert are a hash lookup and a list splice under a mutex.
 // Thread-safety: every method may be called from any thread.
 #ifndef GRAMMARD_SERVICE_GRAMMAR_CACHE_H_
@@ -45,7 +48,10 @@ class GrammarCache {
   // `metrics` must outlive the cache.
   GrammarCache(size_t max_bytes, ServiceMetrics* metrics);
 
-  // Counts a hit or a miss.
+  // Counts a hit or a miss. A hit is charged again for what its grammar
+  // holds now (token tables are built as sequences use it), evicting others
+  // if that goes over the budget; a grammar over the whole budget is
+  // evicted too, but the caller's copy stays usable.
   std::shared_ptr<const GrammarEntry> Find(const std::string& id);
 
   // Inserts (or replaces) the entry, evicting the least recently used ones
@@ -63,6 +69,9 @@ class GrammarCache {
   using Lru = std::list<Slot>;  // most recently used first
 
   void EraseLocked(Lru::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Evicts the least recently used entries until `room` more bytes fit.
+  void EvictLocked(size_t room) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UpdateGaugesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const size_t max_bytes_;
   ServiceMetrics* const metrics_;

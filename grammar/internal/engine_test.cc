@@ -229,9 +229,10 @@ TEST(EngineTest, MasksEqualTheOracleOnRandomGrammars) {
     auto pda = nfa.Determinize(0, 10000);
     ASSERT_TRUE(pda.ok()) << pda.status();
     auto vocab = RandomVocab(&rng);
-    auto data = std::make_shared<GrammarData>(
-        std::make_shared<TokenIndex>(vocab), *std::move(pda));
-    CompiledGrammar grammar(data);
+    auto data =
+        MakeGrammarData(std::make_shared<TokenIndex>(vocab), *std::move(pda));
+    ASSERT_TRUE(data.ok()) << data.status();
+    CompiledGrammar grammar(*data);
     GrammarMatcher m(grammar);
     Oracle oracle(nfa);
     ++grammars;
@@ -315,8 +316,8 @@ TEST(EngineTest, MasksEqualTheOracleOnRandomGrammars) {
 CompiledGrammar Compile(Nfa nfa, std::shared_ptr<const Vocabulary> vocab) {
   auto pda = nfa.Determinize(0, 10000);
   EXPECT_TRUE(pda.ok());
-  return CompiledGrammar(std::make_shared<GrammarData>(
-      std::make_shared<TokenIndex>(vocab), *std::move(pda)));
+  return CompiledGrammar(
+      *MakeGrammarData(std::make_shared<TokenIndex>(vocab), *std::move(pda)));
 }
 
 TEST(EngineTest, PathsThatCanNeverCompleteArePruned) {

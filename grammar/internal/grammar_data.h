@@ -1,13 +1,15 @@
 // GrammarData: everything a compiled grammar holds, shared by its matchers:
 // the vocabulary, its token index, the Pda and the per-state token table.
 //
-// Thread-safety: immutable once built.
+// Thread-safety: immutable once made, but for the token table's tables,
+// which are built on demand and safely (token_table.h).
 #ifndef GRAMMARD_GRAMMAR_INTERNAL_GRAMMAR_DATA_H_
 #define GRAMMARD_GRAMMAR_INTERNAL_GRAMMAR_DATA_H_
 
 #include <chrono>
 #include <memory>
 
+#include "absl/status/statusor.h"
 #include "grammar/internal/pda.h"
 #include "grammar/internal/token_index.h"
 #include "grammar/internal/token_table.h"
@@ -16,23 +18,29 @@
 namespace grammard::grammar::internal {
 
 struct GrammarData {
-  GrammarData(std::shared_ptr<const TokenIndex> index_in, Pda pda_in,
-              std::chrono::steady_clock::time_point deadline =
-                  std::chrono::steady_clock::time_point::max())
+  // The table starts empty: the compiler groups it (TokenTable::Group), a
+  // loaded grammar reads it back (TokenTable::Load).
+  GrammarData(std::shared_ptr<const TokenIndex> index_in, Pda pda_in)
       : index(std::move(index_in)),
         pda(std::move(pda_in)),
-        table(pda, *index, deadline) {}
-  // A grammar loaded back (serialize.h): nothing is recomputed.
-  GrammarData(std::shared_ptr<const TokenIndex> index_in, Pda pda_in,
-              TokenTable table_in)
-      : index(std::move(index_in)),
-        pda(std::move(pda_in)),
-        table(std::move(table_in)) {}
+        table(pda, *index) {}
 
   std::shared_ptr<const TokenIndex> index;
   Pda pda;
+  // Refers to `pda` and `*index`, so the struct stays where it was made.
   TokenTable table;
 };
+
+// The data of a grammar just compiled: states grouped, none classified yet.
+// DeadlineExceeded past `deadline`.
+inline absl::StatusOr<std::shared_ptr<const GrammarData>> MakeGrammarData(
+    std::shared_ptr<const TokenIndex> index, Pda pda,
+    std::chrono::steady_clock::time_point deadline =
+        std::chrono::steady_clock::time_point::max()) {
+  auto data = std::make_shared<GrammarData>(std::move(index), std::move(pda));
+  if (absl::Status s = data->table.Group(deadline); !s.ok()) return s;
+  return data;
+}
 
 }  // namespace grammard::grammar::internal
 

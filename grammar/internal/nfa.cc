@@ -101,7 +101,9 @@ absl::Status Nfa::PruneUnproductive(int32_t root) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Pda> Nfa::Determinize(int32_t root, int32_t max_states) const {
+absl::StatusOr<Pda> Nfa::Determinize(
+    int32_t root, int32_t max_states,
+    std::chrono::steady_clock::time_point deadline) const {
   Pda pda;
   for (const Rule& r : rules_) pda.AddRule(r.name);
   pda.SetRoot(root);
@@ -132,6 +134,10 @@ absl::StatusOr<Pda> Nfa::Determinize(int32_t root, int32_t max_states) const {
   std::vector<int32_t> targets;
   std::map<int32_t, std::vector<int32_t>> calls;
   while (!queue.empty() && status.ok()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(pda.num_states(), " automaton states so far"));
+    }
     std::vector<int32_t> subset = std::move(queue.front());
     queue.pop_front();
     const int32_t from = ids.at(subset);

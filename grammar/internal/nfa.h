@@ -14,6 +14,7 @@
 #ifndef GRAMMARD_GRAMMAR_INTERNAL_NFA_H_
 #define GRAMMARD_GRAMMAR_INTERNAL_NFA_H_
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -53,8 +54,12 @@ class Nfa {
   absl::Status PruneUnproductive(int32_t root);
 
   // Determinizes every rule; `root` is the grammar's start rule. Fails with
-  // ResourceExhausted past max_states DFA states in all.
-  absl::StatusOr<Pda> Determinize(int32_t root, int32_t max_states) const;
+  // ResourceExhausted past max_states DFA states in all, DeadlineExceeded
+  // past `deadline`.
+  absl::StatusOr<Pda> Determinize(
+      int32_t root, int32_t max_states,
+      std::chrono::steady_clock::time_point deadline =
+          std::chrono::steady_clock::time_point::max()) const;
 
   struct ByteEdge {
     uint8_t lo, hi;

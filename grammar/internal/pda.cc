@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 
 namespace grammard::grammar::internal {
 
@@ -77,10 +78,22 @@ void Pda::Finish() {
   }
 }
 
+namespace {
+
+struct SignatureHash {
+  size_t operator()(const std::vector<int32_t>& v) const {
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+    for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 0x100000001B3ull;
+    return static_cast<size_t>(h ^ (h >> 29));
+  }
+};
+
+}  // namespace
+
 Pda Pda::Minimized() const {
   const int32_t n = num_states();
   std::vector<int32_t> cls(n), next_cls(n);
-  std::map<std::vector<int32_t>, int32_t> ids;
+  std::unordered_map<std::vector<int32_t>, int32_t, SignatureHash> ids;
   std::vector<int32_t> sig;
   auto classify = [&](auto&& signature) {
     ids.clear();
@@ -94,6 +107,20 @@ Pda Pda::Minimized() const {
   int32_t count = classify([&](int32_t s) {
     sig.assign({StateRule(s), final_[s]});
   });
+  // Byte moves as runs with one target, found once: most states move on a
+  // few ranges, so a round reads a handful of runs instead of 256 bytes.
+  std::vector<std::pair<int32_t, int32_t>> runs;  // (first byte, target)
+  std::vector<int32_t> runs_begin(n + 1, 0);
+  for (int32_t s = 0; s < n; ++s) {
+    int32_t prev = -2;
+    for (int b = 0; b < 256; ++b) {
+      const int32_t t = Next(s, static_cast<uint8_t>(b));
+      if (t != prev) runs.push_back({b, t});
+      prev = t;
+    }
+    runs_begin[s + 1] = static_cast<int32_t>(runs.size());
+  }
+  std::vector<std::pair<int32_t, int32_t>> calls;
   // Each round splits at least one class, so a long chain of distinct
   // states (a repeat counted to 2048) takes as many rounds as it has states.
   // Past a budget merging is not worth its time: keep the automaton as is.
@@ -103,18 +130,19 @@ Pda Pda::Minimized() const {
     cls = next_cls;
     int32_t refined = classify([&](int32_t s) {
       sig.assign({cls[s]});
-      // Byte moves, run-length encoded: (first byte of a run, target class).
+      // (first byte of a run, target class), runs of one class merged so
+      // that targets of one class compare equal however they were split.
       int32_t prev = -2;
-      for (int b = 0; b < 256; ++b) {
-        int32_t t = Next(s, static_cast<uint8_t>(b));
-        int32_t c = t == kDead ? -1 : cls[t];
+      for (int32_t k = runs_begin[s]; k < runs_begin[s + 1]; ++k) {
+        const auto [b, t] = runs[k];
+        const int32_t c = t == kDead ? -1 : cls[t];
         if (c != prev) {
           sig.push_back(b);
           sig.push_back(c);
           prev = c;
         }
       }
-      std::vector<std::pair<int32_t, int32_t>> calls;
+      calls.clear();
       for (const PdaCall* c = CallsBegin(s); c != CallsEnd(s); ++c) {
         calls.push_back({c->rule, cls[c->return_state]});
       }

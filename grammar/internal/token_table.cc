@@ -1,7 +1,8 @@
 #include "grammar/internal/token_table.h"
 
 #include <algorithm>
-#include <map>
+#include <atomic>
+#include <mutex>
 #include <unordered_map>
 
 #include "grammar/internal/stack.h"
@@ -75,6 +76,8 @@ bool SameSet(const std::vector<int32_t>& v, uint32_t a, uint32_t a_end,
   return *sort_a == *sort_b;
 }
 
+constexpr size_t kMaxLandingNodes = 32;
+
 }  // namespace
 
 StateTokens ClassifyState(const Pda& pda, const TokenIndex& index,
@@ -97,6 +100,11 @@ StateTokens ClassifyState(const Pda& pda, const TokenIndex& index,
   std::vector<int32_t> landing;
   const CloseFlags landing_flags =
       stepper.Close(&pool, contexts.data(), contexts.size(), &landing);
+  // A rule called from many places (a string in a large schema) lands in a
+  // set too large to step at every trie node that leaves it: seconds for
+  // one state. Tokens that leave it with bytes left are then uncertain, for
+  // contexts (one caller each) or the matcher to settle.
+  const bool follow_callers = landing.size() <= kMaxLandingNodes;
   // levels[d]: after reading the first d bytes of the current trie path.
   std::vector<Level> levels(1);
   levels[0] = {0,     1,     0,     0,     static_cast<uint32_t>(pool.size()),
@@ -152,9 +160,13 @@ StateTokens ClassifyState(const Pda& pda, const TokenIndex& index,
     }
     if (fi.bottom) {
       next->left_here = true;
-      scratch.insert(scratch.end(), landing.begin(), landing.end());
-      next->escaped |= landing_flags.open;
-      next->ended |= landing_flags.bottom;
+      if (follow_callers) {
+        scratch.insert(scratch.end(), landing.begin(), landing.end());
+        next->escaped |= landing_flags.open;
+        next->ended |= landing_flags.bottom;
+      } else {
+        next->escaped = true;
+      }
     }
     outer.insert(outer.end(), scratch.begin(), scratch.end());
     next->inner_end = static_cast<uint32_t>(inner.size());
@@ -287,7 +299,8 @@ const ContextTokens* FindContext(const std::vector<ContextTokens>& contexts,
 // parentheses (arith: 67 -> 9 us a mask going from 3 to 6 levels), without
 // letting grammars with many call sites grow without bound.
 constexpr int kMaxContextDepth = 6;
-constexpr int kMaxContextsPerState = 512;
+// Contexts below one first-level context (which are built on demand).
+constexpr int kMaxNestedContexts = 64;
 
 // Reads `uncertain` tokens of `state` with `chain` as its callers (chain[0]
 // the nearest) and, below the last, whatever its rule may find.
@@ -334,10 +347,6 @@ ContextTokens ClassifyInContext(const Pda& pda, const TokenIndex& index,
 }  // namespace
 
 const ContextTokens* ContextTokens::Context(int32_t return_state) const {
-  return FindContext(contexts, return_state);
-}
-
-const ContextTokens* StateTokens::Context(int32_t return_state) const {
   return FindContext(contexts, return_state);
 }
 
@@ -412,7 +421,10 @@ struct SigHash {
 // max_len + 1 bytes (Moore's refinement for that many rounds) classify every
 // token alike. A bounded repeat (`[a-z]{0,2048}`) has thousands of distinct
 // states but only max_len + 1 such groups. Other states stand alone.
-std::vector<int32_t> ShareGroups(const Pda& pda, int32_t max_len) {
+// Empty past `deadline`.
+std::vector<int32_t> ShareGroups(
+    const Pda& pda, int32_t max_len,
+    std::chrono::steady_clock::time_point deadline) {
   const int32_t n = pda.num_states();
   std::vector<bool> leaf_rule(pda.num_rules(), true);
   for (int32_t s = 0; s < n; ++s) {
@@ -435,6 +447,7 @@ std::vector<int32_t> ShareGroups(const Pda& pda, int32_t max_len) {
   std::vector<int32_t> sig;
   int32_t count = 0;
   for (int32_t round = 0; round <= max_len + 1; ++round) {
+    if (std::chrono::steady_clock::now() > deadline) return {};
     ids.clear();
     int32_t alone = 0;
     for (int32_t s = 0; s < n; ++s) {
@@ -460,50 +473,6 @@ std::vector<int32_t> ShareGroups(const Pda& pda, int32_t max_len) {
   return group;
 }
 
-}  // namespace
-
-TokenTable::TokenTable(const Pda& pda, const TokenIndex& index,
-                       std::chrono::steady_clock::time_point deadline) {
-  slot_.assign(pda.num_states(), -1);
-  int32_t max_len = 0;
-  for (int32_t i = 0; i < index.size(); ++i) {
-    max_len = std::max(max_len, static_cast<int32_t>(index.bytes(i).size()));
-  }
-  const std::vector<int32_t> group = ShareGroups(pda, max_len);
-  std::map<int32_t, int32_t> group_slot;
-  for (int32_t s = 0; s < pda.num_states(); ++s) {
-    if (!pda.HasBytes(s)) continue;
-    if (std::chrono::steady_clock::now() > deadline) {
-      timed_out_ = true;
-      return;
-    }
-    if (group[s] >= 0) {
-      auto it = group_slot.find(group[s]);
-      if (it != group_slot.end()) {
-        slot_[s] = it->second;
-        continue;
-      }
-      group_slot[group[s]] = static_cast<int32_t>(tables_.size());
-    }
-    slot_[s] = static_cast<int32_t>(tables_.size());
-    tables_.push_back(ClassifyState(pda, index, s));
-    StateTokens& t = tables_.back();
-    if (t.uncertain.empty()) continue;
-    int budget = kMaxContextsPerState;
-    for (int32_t r : pda.ReturnStates(pda.StateRule(s))) {
-      if (--budget < 0) break;
-      if (std::chrono::steady_clock::now() > deadline) {
-        timed_out_ = true;
-        return;
-      }
-      t.contexts.push_back(
-          ClassifyInContext(pda, index, s, {r}, t.uncertain, &budget));
-    }
-  }
-}
-
-namespace {
-
 size_t ContextBytes(const ContextTokens& c) {
   size_t bytes = sizeof(c) + c.accepted.MemoryBytes() +
                  c.uncertain.size() * sizeof(int32_t);
@@ -513,13 +482,150 @@ size_t ContextBytes(const ContextTokens& c) {
 
 }  // namespace
 
-size_t TokenTable::MemoryBytes() const {
-  size_t bytes = slot_.size() * sizeof(int32_t);
-  for (const StateTokens& t : tables_) {
-    bytes += t.accepted.MemoryBytes() + t.uncertain.size() * sizeof(int32_t);
-    for (const ContextTokens& c : t.contexts) bytes += ContextBytes(c);
+struct TokenTable::LazyContext {
+  std::once_flag once;
+  std::atomic<bool> built{false};  // tokens may be read without `once`
+  ContextTokens tokens;
+};
+
+struct TokenTable::Slot {
+  std::once_flag once;
+  std::atomic<bool> built{false};  // tokens may be read without `once`
+  StateTokens tokens;
+  // Once built with uncertain tokens: one per return state of the rule.
+  std::unique_ptr<LazyContext[]> contexts;
+};
+
+TokenTable::TokenTable(const Pda& pda, const TokenIndex& index)
+    : pda_(pda), index_(index) {}
+
+TokenTable::~TokenTable() = default;
+
+void TokenTable::Init(std::vector<int32_t> slot,
+                      std::vector<int32_t> first_state) {
+  slot_ = std::move(slot);
+  first_state_ = std::move(first_state);
+  slots_ = std::make_unique<Slot[]>(first_state_.size());
+}
+
+absl::Status TokenTable::Group(std::chrono::steady_clock::time_point deadline) {
+  int32_t max_len = 0;
+  for (int32_t i = 0; i < index_.size(); ++i) {
+    max_len = std::max(max_len, static_cast<int32_t>(index_.bytes(i).size()));
   }
+  const std::vector<int32_t> group = ShareGroups(pda_, max_len, deadline);
+  if (group.empty() && pda_.num_states() > 0) {
+    return absl::DeadlineExceededError("grouping automaton states");
+  }
+  std::vector<int32_t> slot(pda_.num_states(), -1), first;
+  std::unordered_map<int32_t, int32_t> group_slot;
+  for (int32_t s = 0; s < pda_.num_states(); ++s) {
+    if (!pda_.HasBytes(s)) continue;
+    if (group[s] >= 0) {
+      auto [it, added] =
+          group_slot.emplace(group[s], static_cast<int32_t>(first.size()));
+      slot[s] = it->second;
+      if (!added) continue;
+    } else {
+      slot[s] = static_cast<int32_t>(first.size());
+    }
+    first.push_back(s);
+  }
+  Init(std::move(slot), std::move(first));
+  return absl::OkStatus();
+}
+
+void TokenTable::Prebuild(
+    std::chrono::steady_clock::time_point deadline) const {
+  const int32_t n = pda_.num_states();
+  if (n == 0) return;
+  std::vector<char> seen(n, 0);
+  std::vector<int32_t> order{pda_.RuleStart(pda_.root_rule())};
+  seen[order[0]] = 1;
+  auto visit = [&](int32_t t) {
+    if (t != Pda::kDead && !seen[t]) {
+      seen[t] = 1;
+      order.push_back(t);
+    }
+  };
+  // Breadth first over bytes, calls and returns: the order outputs meet them.
+  for (size_t k = 0; k < order.size(); ++k) {
+    if (std::chrono::steady_clock::now() > deadline) return;
+    const int32_t s = order[k];
+    for (int b = 0; b < 256; ++b) visit(pda_.Next(s, static_cast<uint8_t>(b)));
+    for (const PdaCall* c = pda_.CallsBegin(s); c != pda_.CallsEnd(s); ++c) {
+      visit(pda_.RuleStart(c->rule));
+      visit(c->return_state);
+    }
+    const StateTokens* t = For(s);
+    if (t == nullptr || t->uncertain.empty()) continue;
+    for (int32_t r : pda_.ReturnStates(pda_.StateRule(s))) {
+      if (std::chrono::steady_clock::now() > deadline) return;
+      Context(s, r);
+    }
+  }
+}
+
+const StateTokens* TokenTable::For(int32_t state) const {
+  const int32_t i = slot_[state];
+  if (i < 0) return nullptr;
+  Slot& slot = slots_[i];
+  if (slot.built.load(std::memory_order_acquire)) return &slot.tokens;
+  std::call_once(slot.once, [&] {
+    slot.tokens = ClassifyState(pda_, index_, first_state_[i]);
+    if (!slot.tokens.uncertain.empty()) {
+      slot.contexts = std::make_unique<LazyContext[]>(NumContexts(i));
+    }
+    built_bytes_.fetch_add(SlotBytes(i), std::memory_order_relaxed);
+    slot.built.store(true, std::memory_order_release);
+  });
+  return &slot.tokens;
+}
+
+const ContextTokens* TokenTable::Context(int32_t state,
+                                         int32_t return_state) const {
+  const int32_t i = slot_[state];
+  Slot& slot = slots_[i];
+  if (!slot.contexts) return nullptr;
+  const int32_t s = first_state_[i];
+  const std::vector<int32_t>& returns = pda_.ReturnStates(pda_.StateRule(s));
+  auto it = std::lower_bound(returns.begin(), returns.end(), return_state);
+  if (it == returns.end() || *it != return_state) return nullptr;
+  LazyContext& c = slot.contexts[it - returns.begin()];
+  if (c.built.load(std::memory_order_acquire)) return &c.tokens;
+  std::call_once(c.once, [&] {
+    int budget = kMaxNestedContexts;
+    c.tokens = ClassifyInContext(pda_, index_, s, {return_state},
+                                 slot.tokens.uncertain, &budget);
+    built_bytes_.fetch_add(ContextBytes(c.tokens), std::memory_order_relaxed);
+    c.built.store(true, std::memory_order_release);
+  });
+  return &c.tokens;
+}
+
+size_t TokenTable::SlotBytes(size_t i) const {
+  const StateTokens& t = slots_[i].tokens;
+  size_t bytes =
+      t.accepted.MemoryBytes() + t.uncertain.size() * sizeof(int32_t);
+  if (slots_[i].contexts) bytes += NumContexts(i) * sizeof(LazyContext);
   return bytes;
+}
+
+size_t TokenTable::MemoryBytes() const {
+  return (slot_.size() + first_state_.size()) * sizeof(int32_t) +
+         first_state_.size() * sizeof(Slot) +
+         built_bytes_.load(std::memory_order_relaxed);
+}
+
+size_t TokenTable::NumContexts(size_t slot) const {
+  return pda_.ReturnStates(pda_.StateRule(first_state_[slot])).size();
+}
+
+int32_t TokenTable::num_built() const {
+  int32_t n = 0;
+  for (size_t i = 0; i < first_state_.size(); ++i)
+    n += slots_[i].built.load(std::memory_order_acquire);
+  return n;
 }
 
 }  // namespace grammard::grammar::internal
@@ -548,18 +654,27 @@ void SaveContext(const ContextTokens& c, ByteWriter* out) {
 }
 
 bool LoadContexts(ByteReader* in, int32_t states, int32_t vocab_size, int depth,
+                  std::vector<ContextTokens>* out);
+
+bool LoadContext(ByteReader* in, int32_t states, int32_t vocab_size, int depth,
+                 ContextTokens* c) {
+  if (!in->Get(&c->return_state) || c->return_state < 0 ||
+      c->return_state >= states || !c->accepted.Load(in, vocab_size) ||
+      !LoadIds(in, vocab_size, &c->uncertain) ||
+      !LoadContexts(in, states, vocab_size, depth + 1, &c->contexts)) {
+    return in->Fail();
+  }
+  return true;
+}
+
+bool LoadContexts(ByteReader* in, int32_t states, int32_t vocab_size, int depth,
                   std::vector<ContextTokens>* out) {
   uint64_t n = 0;
   if (!in->Get(&n)) return false;
   if (n > 0 && depth >= kMaxLoadDepth) return in->Fail();
   for (uint64_t i = 0; i < n; ++i) {
     ContextTokens c;
-    if (!in->Get(&c.return_state) || c.return_state < 0 ||
-        c.return_state >= states || !c.accepted.Load(in, vocab_size) ||
-        !LoadIds(in, vocab_size, &c.uncertain) ||
-        !LoadContexts(in, states, vocab_size, depth + 1, &c.contexts)) {
-      return in->Fail();
-    }
+    if (!LoadContext(in, states, vocab_size, depth, &c)) return false;
     // Context() finds them by binary search.
     if (!out->empty() && out->back().return_state >= c.return_state) {
       return in->Fail();
@@ -585,40 +700,81 @@ bool TokenSet::Load(ByteReader* in, int32_t vocab_size) {
 
 void TokenTable::Save(ByteWriter* out) const {
   out->PutVector(slot_);
-  out->Put<uint64_t>(tables_.size());
-  for (const StateTokens& t : tables_) {
-    t.accepted.Save(out);
-    out->PutVector(t.uncertain);
-    out->Put<uint64_t>(t.contexts.size());
-    for (const ContextTokens& c : t.contexts) SaveContext(c, out);
+  for (size_t i = 0; i < first_state_.size(); ++i) {
+    const Slot& slot = slots_[i];
+    const bool built = slot.built.load(std::memory_order_acquire);
+    out->Put<uint8_t>(built);
+    if (!built) continue;
+    slot.tokens.accepted.Save(out);
+    out->PutVector(slot.tokens.uncertain);
+    if (!slot.contexts) continue;
+    for (size_t k = 0, n = NumContexts(i); k < n; ++k) {
+      const LazyContext& c = slot.contexts[k];
+      const bool context_built = c.built.load(std::memory_order_acquire);
+      out->Put<uint8_t>(context_built);
+      if (context_built) SaveContext(c.tokens, out);
+    }
   }
 }
 
-absl::StatusOr<TokenTable> TokenTable::Load(ByteReader* in, const Pda& pda,
-                                            int32_t vocab_size) {
-  TokenTable table;
-  uint64_t n = 0;
-  if (!in->GetVector(&table.slot_) || !in->Get(&n) ||
-      table.slot_.size() != static_cast<size_t>(pda.num_states()) ||
-      n > table.slot_.size()) {
+absl::Status TokenTable::Load(ByteReader* in) {
+  const int32_t vocab_size = index_.vocab().size();
+  std::vector<int32_t> slot;
+  if (!in->GetVector(&slot) ||
+      slot.size() != static_cast<size_t>(pda_.num_states())) {
     return in->Malformed();
   }
-  for (int32_t s = 0; s < pda.num_states(); ++s) {
-    const int32_t slot = table.slot_[s];
+  // Slots are numbered in order of their first state, as Group() makes them.
+  std::vector<int32_t> first;
+  for (int32_t s = 0; s < pda_.num_states(); ++s) {
     // The matcher looks up a table for exactly the states that read bytes.
-    if ((slot >= 0) != pda.HasBytes(s) || slot >= static_cast<int64_t>(n)) {
+    if ((slot[s] >= 0) != pda_.HasBytes(s) ||
+        slot[s] > static_cast<int32_t>(first.size())) {
       return in->Malformed();
     }
+    if (slot[s] == static_cast<int32_t>(first.size())) first.push_back(s);
   }
-  table.tables_.resize(n);
-  for (StateTokens& t : table.tables_) {
+  Init(std::move(slot), std::move(first));
+  for (size_t i = 0; i < first_state_.size(); ++i) {
+    uint8_t built = 0;
+    if (!in->Get(&built) || built > 1) return in->Malformed();
+    if (!built) continue;
+    StateTokens t;
     if (!t.accepted.Load(in, vocab_size) ||
-        !LoadIds(in, vocab_size, &t.uncertain) ||
-        !LoadContexts(in, pda.num_states(), vocab_size, 1, &t.contexts)) {
+        !LoadIds(in, vocab_size, &t.uncertain)) {
       return in->Malformed();
     }
+    Slot& target = slots_[i];
+    std::call_once(target.once, [&] {
+      target.tokens = std::move(t);
+      if (!target.tokens.uncertain.empty()) {
+        target.contexts = std::make_unique<LazyContext[]>(NumContexts(i));
+      }
+      built_bytes_.fetch_add(SlotBytes(i), std::memory_order_relaxed);
+      target.built.store(true, std::memory_order_release);
+    });
+    if (!target.contexts) continue;
+    const std::vector<int32_t>& returns =
+        pda_.ReturnStates(pda_.StateRule(first_state_[i]));
+    for (size_t k = 0; k < returns.size(); ++k) {
+      uint8_t context_built = 0;
+      if (!in->Get(&context_built) || context_built > 1) return in->Malformed();
+      if (!context_built) continue;
+      ContextTokens c;
+      if (!LoadContext(in, pda_.num_states(), vocab_size, 1, &c) ||
+          c.return_state != returns[k]) {
+        return in->Malformed();
+      }
+      LazyContext& lazy = target.contexts[k];
+      std::call_once(lazy.once, [&] {
+        lazy.tokens = std::move(c);
+        built_bytes_.fetch_add(ContextBytes(lazy.tokens),
+                               std::memory_order_relaxed);
+        lazy.built.store(true, std::memory_order_release);
+      });
+    }
   }
-  return table;
+  return absl::OkStatus();
 }
 
 }  // namespace grammard::grammar::internal

@@ -13,17 +13,27 @@
 // Only paths that read their first byte from the state itself count: the
 // rules it calls are scan nodes of their own in a matcher's position.
 //
-// Cost: building walks the token trie once per state, pruning where a prefix
-// dies and settling at once a subtree whose bytes all lead back to the same
-// stack sets (the inside of an identifier or a string): the bulk of compile
-// time. States of call-free rules that behave alike share one table.
-// Memory: per table a bitset of the vocabulary or a list of ids, whichever
-// is smaller, plus the uncertain ids. Thread-safety: immutable once built.
+// Cost: a state is classified the first time a matcher asks for it, by one
+// walk of the token trie, pruning where a prefix dies and settling at once a
+// subtree whose bytes all lead back to the same stack sets (the inside of an
+// identifier or a string): tens of microseconds for a state that allows few
+// tokens, a few milliseconds for one that allows most. Classifying every
+// state up front made a large schema's first mask wait seconds for states
+// no output ever visits. States of call-free rules that behave alike share
+// one table, found when the table is made (linear in the Pda per byte of
+// the longest token, usually a few rounds).
+// Memory: per classified table a bitset of the vocabulary or a list of ids,
+// whichever is smaller, plus the uncertain ids.
+// Thread-safety: For() may be called from any number of threads; each table
+// is built once, by the first caller, while later ones for the same table
+// wait. Everything else is immutable after Load.
 #ifndef GRAMMARD_GRAMMAR_INTERNAL_TOKEN_TABLE_H_
 #define GRAMMARD_GRAMMAR_INTERNAL_TOKEN_TABLE_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -75,49 +85,72 @@ struct ContextTokens {
 struct StateTokens {
   TokenSet accepted;               // allowed whatever the stack below
   std::vector<int32_t> uncertain;  // token ids, in byte order
-  // One entry per return state of the state's rule, by return_state, when
-  // `uncertain` is not empty. With no caller at all (the root rule's frame
-  // at the bottom) every uncertain token is rejected: nothing may follow.
-  std::vector<ContextTokens> contexts;
-
-  const ContextTokens* Context(int32_t return_state) const;
 };
 
 class TokenTable {
  public:
-  // Past `deadline` building stops and timed_out() says so; the table is
-  // then incomplete and must not be used.
-  TokenTable(const Pda& pda, const TokenIndex& index,
-             std::chrono::steady_clock::time_point deadline =
-                 std::chrono::steady_clock::time_point::max());
+  // An empty table over `pda` and `index` (which must outlive it), filled
+  // by Group() or Load() before any For().
+  TokenTable(const Pda& pda, const TokenIndex& index);
+  TokenTable(const TokenTable&) = delete;
+  TokenTable& operator=(const TokenTable&) = delete;
+  ~TokenTable();
 
-  bool timed_out() const { return timed_out_; }
+  // Groups the states that classify alike, classifying none of them;
+  // DeadlineExceeded past `deadline`.
+  absl::Status Group(std::chrono::steady_clock::time_point deadline);
 
-  // Null for states that read no byte.
-  const StateTokens* For(int32_t state) const {
-    int32_t slot = slot_[state];
-    return slot < 0 ? nullptr : &tables_[slot];
-  }
+  // Builds tables and their contexts ahead of any matcher, nearest the
+  // root rule's start first, until `deadline`: a small grammar is then
+  // complete and its first masks cost what later ones do; a large one has
+  // the states its outputs begin with. Call before sharing the table.
+  void Prebuild(std::chrono::steady_clock::time_point deadline) const;
 
+  // Null for states that read no byte; otherwise the state's table, built
+  // now if no caller has asked for it before.
+  const StateTokens* For(int32_t state) const;
+  // The uncertain tokens of `state` (For(state) was called) settled by the
+  // caller's state `return_state` right below it, built now if no caller
+  // has asked for this pair before: a few hundred microseconds, paid only
+  // for the callers an output meets (a string rule called from a thousand
+  // places in a large schema would otherwise pay a thousand). Null when
+  // nothing is uncertain or `return_state` is not one of the rule's return
+  // states; with no caller at all (the root rule's frame at the bottom)
+  // every uncertain token is rejected: nothing may follow.
+  const ContextTokens* Context(int32_t state, int32_t return_state) const;
+
+  // Tables built so far (contexts not counted), and the bytes they, their
+  // contexts and the grouping occupy.
+  int32_t num_built() const;
   size_t MemoryBytes() const;
 
-  // The table in serialize.h's form, and back, for `pda` over a vocabulary
-  // of `vocab_size` ids; Load checks every index, and that exactly the
-  // states that read bytes have a table.
+  // The table in serialize.h's form: the grouping and the tables built so
+  // far (the others are built on demand after loading, as here). Load
+  // checks every index, and that exactly the states that read bytes have a
+  // table.
   void Save(ByteWriter* out) const;
-  static absl::StatusOr<TokenTable> Load(ByteReader* in, const Pda& pda,
-                                         int32_t vocab_size);
+  absl::Status Load(ByteReader* in);
 
  private:
-  TokenTable() = default;
+  struct Slot;
+  struct LazyContext;
+  void Init(std::vector<int32_t> slot, std::vector<int32_t> first_state);
+  // Return states of the rule of slot `slot`'s states.
+  size_t NumContexts(size_t slot) const;
+  // What a built slot holds, its contexts not counted.
+  size_t SlotBytes(size_t slot) const;
 
+  const Pda& pda_;
+  const TokenIndex& index_;
   std::vector<int32_t> slot_;
-  std::vector<StateTokens> tables_;
-  bool timed_out_ = false;
+  // Per slot, the first state that maps to it: the one classified.
+  std::vector<int32_t> first_state_;
+  std::unique_ptr<Slot[]> slots_;
+  // What For() and Context() have built so far, so MemoryBytes is cheap.
+  mutable std::atomic<size_t> built_bytes_{0};
 };
 
-// Classifies every token of `index` for `state`, with contexts (exposed for
-// tests).
+// Classifies every token of `index` for `state` (exposed for tests).
 StateTokens ClassifyState(const Pda& pda, const TokenIndex& index,
                           int32_t state);
 

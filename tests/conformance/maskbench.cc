@@ -3,8 +3,9 @@
 // tokenizer.
 //
 //   bazel run -c opt //tests/conformance:maskbench -- [--data=DIR]
-//       [--limit=N] [--threads=N]
+//       [--limit=N] [--threads=N] [--only=TEXT]
 //       [--property_order=as_written|required_first|any] [--deadline_s=S]
+//       [--classify_ahead_ms=MS]
 //
 // Per case: the schema goes through JsonSchemaToGrammar (strict, default
 // options but the chosen property order, a --deadline_s deadline) and
@@ -59,11 +60,17 @@ ABSL_FLAG(std::string, data, "",
           "The maskbench folder of *.jsonl.gz (default: "
           "../shared/data/maskbench).");
 ABSL_FLAG(int, limit, 0, "At most this many cases per split (0: all).");
+ABSL_FLAG(std::string, only, "",
+          "Run only the cases whose file name contains this text (for "
+          "profiling one schema); --limit applies before it.");
 ABSL_FLAG(int, threads, 2, "Cases run in parallel on this many threads.");
 ABSL_FLAG(std::string, property_order, "as_written",
           "Member order of objects: as_written, required_first or any.");
 ABSL_FLAG(double, deadline_s, 10,
           "Deadline in seconds for converting and compiling one schema.");
+ABSL_FLAG(double, classify_ahead_ms, -1,
+          "CompileOptions::classify_ahead in milliseconds (-1: the "
+          "compiler's default); 0 leaves every token table to the masks.");
 
 namespace grammard::conformance {
 namespace {
@@ -113,6 +120,15 @@ std::string Feed(const CompiledGrammar& g, std::string_view text,
   }
 }
 
+// A line's "file" member, without parsing the whole line.
+std::string FileOf(const std::string& line) {
+  constexpr std::string_view kKey = "\"file\": \"";
+  const size_t at = line.find(kKey);
+  if (at == std::string::npos) return "";
+  const size_t begin = at + kKey.size();
+  return line.substr(begin, line.find('"', begin) - begin);
+}
+
 CaseResult RunCase(const grammar::GrammarCompiler& compiler,
                    const std::string& line,
                    const grammar::JsonSchemaOptions& base) {
@@ -136,6 +152,11 @@ CaseResult RunCase(const grammar::GrammarCompiler& compiler,
   if (converted.ok()) {
     grammar::CompileOptions compile_options;
     compile_options.deadline = options.deadline;  // one budget for both
+    if (const double ahead = absl::GetFlag(FLAGS_classify_ahead_ms);
+        ahead >= 0) {
+      compile_options.classify_ahead =
+          std::chrono::microseconds(static_cast<int64_t>(ahead * 1000));
+    }
     g = compiler.Compile(converted->grammar, compile_options);
   } else {
     g = converted.status();
@@ -299,6 +320,14 @@ int Run() {
     if (!lines) {
       std::fprintf(stderr, "cannot read %s/%s\n", dir.c_str(), name.c_str());
       return 1;
+    }
+    if (const std::string only = absl::GetFlag(FLAGS_only); !only.empty()) {
+      lines->erase(std::remove_if(lines->begin(), lines->end(),
+                                  [&](const std::string& line) {
+                                    return FileOf(line).find(only) ==
+                                           std::string::npos;
+                                  }),
+                   lines->end());
     }
     std::vector<CaseResult> results(lines->size());
     pool.ParallelFor(lines->size(), [&](int64_t i) {
