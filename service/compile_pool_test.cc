@@ -180,7 +180,9 @@ TEST(GrammarCacheTest, AGrammarsGrowthIsChargedAtItsNextHit) {
   grammar::GrammarCompiler compiler(*vocab);
   auto entry = std::make_shared<GrammarEntry>();
   entry->id = "g";
-  entry->grammar = *compiler.CompileRegex("[ab]+x");
+  grammar::CompileOptions on_demand;  // nothing classified ahead
+  on_demand.classify_ahead = std::chrono::microseconds(0);
+  entry->grammar = *compiler.CompileRegex("[ab]+x", on_demand);
   auto other = std::make_shared<GrammarEntry>();
   other->id = "other";
   other->status = absl::InvalidArgumentError("bad");

@@ -9,6 +9,7 @@
 #include "grammar/constraints/structural_tag.h"
 #include "grammar/syntax/bounded_json.h"
 #include "nlohmann/json.hpp"
+#include "service/wire_text.h"
 
 namespace grammard::service {
 namespace {
@@ -124,6 +125,7 @@ const char* ConstraintKindName(const Constraint& constraint) {
 }
 
 absl::StatusOr<std::string> CanonicalConstraint(const Constraint& constraint) {
+  if (absl::Status s = CheckConstraintUtf8(constraint); !s.ok()) return s;
   const std::string kind = ConstraintKindName(constraint);
   switch (constraint.kind_case()) {
     case Constraint::kJsonSchema:

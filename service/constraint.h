@@ -26,7 +26,8 @@ namespace grammard::service {
 // "json_schema", "regex", ...; "unset" for a constraint without a kind.
 const char* ConstraintKindName(const grammard::v1::Constraint& constraint);
 
-// InvalidArgument for a constraint with no kind, or JSON that does not parse.
+// InvalidArgument for a constraint with no kind, text that is not UTF-8
+// (wire_text.h), or JSON that does not parse.
 absl::StatusOr<std::string> CanonicalConstraint(
     const grammard::v1::Constraint& constraint);
 

@@ -14,6 +14,7 @@
 #include "proto/mask_rows.h"
 #include "service/sequence.h"
 #include "service/step_rows.h"
+#include "service/wire_text.h"
 
 namespace grammard::service {
 namespace {
@@ -306,6 +307,14 @@ void GrammardService::Stream::Open(const v1::OpenSequence& open) {
     slot.failed = status;
     PostStatus(id, status);
   };
+  for (const auto& [text, field] :
+       {std::pair{&open.tokenizer(), "tokenizer"},
+        std::pair{&open.grammar_id(), "grammar_id"}}) {
+    if (absl::Status s = CheckUtf8(*text, field); !s.ok()) {
+      return refuse(absl::InvalidArgumentError(
+          absl::StrCat("sequence ", id, ": ", s.message())));
+    }
+  }
   std::shared_ptr<const TokenizerEntry> tokenizer;
   if (!open.tokenizer().empty() ||
       open.grammar_case() == v1::OpenSequence::kConstraint) {
@@ -558,6 +567,9 @@ grpc::Status GrammardService::RegisterTokenizer(
     grpc::ServerContext* context, const v1::RegisterTokenizerRequest* request,
     v1::Tokenizer* response) {
   if (absl::Status s = Authorize(*context); !s.ok()) return Fail(s);
+  if (absl::Status s = CheckUtf8(request->name(), "name"); !s.ok()) {
+    return Fail(s);
+  }
   grammar::VocabularyOptions options;
   options.name = request->name();
   options.eos_ids.assign(request->eos_token_ids().begin(),
@@ -584,6 +596,9 @@ grpc::Status GrammardService::Compile(grpc::ServerContext* context,
                                       const v1::CompileRequest* request,
                                       v1::CompileResponse* response) {
   if (absl::Status s = Authorize(*context); !s.ok()) return Fail(s);
+  if (absl::Status s = CheckUtf8(request->tokenizer(), "tokenizer"); !s.ok()) {
+    return Fail(s);
+  }
   auto tokenizer = tokenizers_->Find(request->tokenizer());
   if (!tokenizer.ok()) return Fail(tokenizer.status());
   auto submitted = compiles_->Submit(*tokenizer, request->constraint());
@@ -642,6 +657,9 @@ grpc::Status GrammardService::SyncGroup(grpc::ServerContext* context,
                                         const v1::SyncGroupRequest* request,
                                         v1::SyncGroupResponse* response) {
   if (absl::Status s = Authorize(*context); !s.ok()) return Fail(s);
+  if (absl::Status s = CheckUtf8(request->group_id(), "group_id"); !s.ok()) {
+    return Fail(s);
+  }
   RankSync::Report report;
   report.group = request->group_id();
   report.round = request->round();

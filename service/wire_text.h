@@ -1,0 +1,27 @@
+// Text fields of requests (constraints, names, ids) travel as proto `bytes`,
+// so that invalid UTF-8 reaches the daemon instead of failing protobuf's
+// parse of the whole message, which gRPC answers INTERNAL with no message
+// and, on a Decode stream, ends the stream for every sequence on it. This
+// module checks them and names the field and the offset.
+//
+// Cost: linear in the text. Thread-safety: pure functions.
+#ifndef GRAMMARD_SERVICE_WIRE_TEXT_H_
+#define GRAMMARD_SERVICE_WIRE_TEXT_H_
+
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "proto/grammard.pb.h"
+
+namespace grammard::service {
+
+// InvalidArgument naming `field` and the first invalid byte's offset.
+absl::Status CheckUtf8(std::string_view value, std::string_view field);
+
+// Every text field of the constraint: its spec, EBNF root rule, choices and
+// JSON separators.
+absl::Status CheckConstraintUtf8(const grammard::v1::Constraint& constraint);
+
+}  // namespace grammard::service
+
+#endif  // GRAMMARD_SERVICE_WIRE_TEXT_H_

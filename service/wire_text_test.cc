@@ -1,0 +1,35 @@
+#include "service/wire_text.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace grammard::service {
+namespace {
+
+TEST(WireTextTest, NamesTheFieldAndTheFirstBadByte) {
+  EXPECT_TRUE(CheckUtf8("h\xC3\xA9llo \xF0\x9F\x98\x80", "x").ok());
+  const absl::Status s = CheckUtf8("ab\xC3(", "constraint.regex");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "constraint.regex is not valid UTF-8 (byte 2 of 4)");
+  // Overlong forms, surrogates and code points past U+10FFFF are refused.
+  for (const char* bad : {"\xC0\xAF", "\xED\xA0\x80", "\xF4\x90\x80\x80"}) {
+    EXPECT_FALSE(CheckUtf8(bad, "x").ok()) << bad;
+  }
+}
+
+TEST(WireTextTest, EveryTextFieldOfAConstraintIsChecked) {
+  grammard::v1::Constraint c;
+  c.mutable_choice()->add_choices("ok");
+  c.mutable_choice()->add_choices("\xFF");
+  EXPECT_NE(CheckConstraintUtf8(c).message().find("choices[1]"),
+            std::string::npos);
+  c.mutable_grammar()->set_text("root ::= \"a\"");
+  EXPECT_TRUE(CheckConstraintUtf8(c).ok());
+  c.mutable_json_options()->set_key_separator("\xFF");
+  EXPECT_NE(CheckConstraintUtf8(c).message().find("key_separator"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace grammard::service
