@@ -264,6 +264,7 @@ std::shared_ptr<GrammarEntry> CompilePool::Compile(const Task& task) {
   CompileLimits limits;
   limits.deadline = start + options_.timeout;
   limits.max_states = options_.max_states;
+  limits.classify_ahead = options_.classify_ahead;
   absl::StatusOr<CompiledConstraint> compiled =
       CompileConstraint(*task.tokenizer->compiler, task.constraint, limits);
   const double seconds =

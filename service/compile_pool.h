@@ -85,6 +85,8 @@ class CompilePool {
     int max_queue = 256;
     std::chrono::milliseconds timeout{30000};
     int32_t max_states = 100000;
+    // Token classification done at compile time (grammar/compiler.h).
+    std::chrono::microseconds classify_ahead{std::chrono::milliseconds(50)};
     // How long the shared tier keeps grammars, and failures.
     std::chrono::milliseconds shared_ttl{std::chrono::hours(24)};
     std::chrono::milliseconds negative_ttl{std::chrono::seconds(60)};

@@ -171,6 +171,7 @@ absl::StatusOr<CompiledConstraint> CompileConstraint(
   grammar::CompileOptions options;
   options.deadline = limits.deadline;
   options.max_states = limits.max_states;
+  options.classify_ahead = limits.classify_ahead;
   std::vector<grammar::DroppedKeyword> dropped;
   absl::StatusOr<grammar::CompiledGrammar> compiled =
       absl::InvalidArgumentError("unset");

@@ -53,6 +53,10 @@ ABSL_FLAG(int, compile_timeout_ms, 30000,
           "Per-compile deadline; past it the compile stops, nothing cached.");
 ABSL_FLAG(int, max_grammar_states, 100000,
           "Automaton states one grammar may have (RESOURCE_EXHAUSTED past).");
+ABSL_FLAG(int, classify_ahead_ms, 50,
+          "Per compile, how long to classify tokens for the grammar's first "
+          "states before calling it ready; the rest are classified when a "
+          "sequence first reaches them.");
 ABSL_FLAG(int, fill_threads, 2, "Threads filling the mask rows of one step.");
 ABSL_FLAG(int64_t, cache_bytes, int64_t{1} << 30,
           "Budget of the compiled-grammar cache, in bytes.");
@@ -158,6 +162,8 @@ int Run() {
   pool_options.timeout =
       std::chrono::milliseconds(absl::GetFlag(FLAGS_compile_timeout_ms));
   pool_options.max_states = absl::GetFlag(FLAGS_max_grammar_states);
+  pool_options.classify_ahead =
+      std::chrono::milliseconds(absl::GetFlag(FLAGS_classify_ahead_ms));
   pool_options.shared_ttl =
       std::chrono::seconds(absl::GetFlag(FLAGS_redis_ttl_s));
   pool_options.negative_ttl =
