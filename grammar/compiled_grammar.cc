@@ -14,6 +14,12 @@ int32_t CompiledGrammar::mask_words() const {
 
 int32_t CompiledGrammar::num_states() const { return data_->pda.num_states(); }
 
+bool CompiledGrammar::ClassifyAhead(
+    std::chrono::steady_clock::time_point deadline,
+    const std::atomic<bool>* cancel) const {
+  return data_->table.Prebuild(deadline, cancel);
+}
+
 size_t CompiledGrammar::MemoryBytes() const {
   return data_->pda.MemoryBytes() + data_->table.MemoryBytes();
 }

@@ -9,6 +9,8 @@
 #ifndef GRAMMARD_GRAMMAR_COMPILED_GRAMMAR_H_
 #define GRAMMARD_GRAMMAR_COMPILED_GRAMMAR_H_
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -36,6 +38,14 @@ class CompiledGrammar {
   // Automaton states, and the bytes the compiled form occupies now.
   int32_t num_states() const;
   size_t MemoryBytes() const;
+
+  // Classifies tokens for the states no matcher has reached yet, nearest
+  // the start first, until `deadline` or until `*cancel` is set: the work
+  // the first masks of later sequences would otherwise do. Safe while
+  // matchers run; a background thread may call it. True once everything is
+  // classified.
+  bool ClassifyAhead(std::chrono::steady_clock::time_point deadline,
+                     const std::atomic<bool>* cancel = nullptr) const;
 
   const internal::GrammarData& data() const { return *data_; }
 

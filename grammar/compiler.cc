@@ -245,10 +245,11 @@ absl::StatusOr<CompiledGrammar> GrammarCompiler::Compile(
                      data.status().message(), ")"));
   }
   if (!data.ok()) return data.status();
-  (*data)->table.Prebuild(
+  CompiledGrammar compiled(*std::move(data));
+  compiled.ClassifyAhead(
       std::min(options.deadline,
                std::chrono::steady_clock::now() + options.classify_ahead));
-  return CompiledGrammar(*std::move(data));
+  return compiled;
 }
 
 }  // namespace grammard::grammar

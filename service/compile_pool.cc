@@ -1,6 +1,9 @@
 #include "service/compile_pool.h"
 
 #include <openssl/evp.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <utility>
 
@@ -90,6 +93,9 @@ CompilePool::CompilePool(const Options& options, GrammarCache* cache,
   for (int i = 0; i < std::max(1, options_.threads); ++i) {
     threads_.emplace_back([this] { Work(); });
   }
+  if (options_.classify_in_background) {
+    classifier_ = std::thread([this] { ClassifyInBackground(); });
+  }
 }
 
 CompilePool::~CompilePool() {
@@ -101,8 +107,10 @@ CompilePool::~CompilePool() {
     for (const Task& task : dropped) in_flight_.erase(task.job->id());
     metrics_->compile_queue_depth->Set(0);
   }
+  stop_classifying_.store(true);
   for (Task& task : dropped) task.job->Finish(Stopping(task.job->id()));
   for (std::thread& t : threads_) t.join();
+  if (classifier_.joinable()) classifier_.join();
 }
 
 absl::StatusOr<CompilePool::Submission> CompilePool::Submit(
@@ -165,6 +173,33 @@ void CompilePool::Work() {
   }
 }
 
+void CompilePool::ClassifyInBackground() {
+  // Behind compiles and steps: the work only saves later steps time.
+  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
+  for (;;) {
+    std::shared_ptr<const GrammarEntry> entry;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](CompilePool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
+            return p->stopping_ || !p->to_classify_.empty();
+          },
+          this));
+      if (stopping_) return;
+      entry = to_classify_.back().lock();
+      to_classify_.pop_back();
+    }
+    // In slices, and only while the cache keeps the grammar: an evicted
+    // one is not worth the time, nor the memory this reference holds.
+    constexpr auto kSlice = std::chrono::milliseconds(100);
+    while (entry != nullptr && cache_->Contains(entry->id) &&
+           !stop_classifying_.load() &&
+           !entry->grammar->ClassifyAhead(
+               std::chrono::steady_clock::now() + kSlice, &stop_classifying_)) {
+    }
+  }
+}
+
 void CompilePool::Run(Task& task) {
   const std::string& id = task.job->id();
   bool leased = false;
@@ -191,6 +226,9 @@ void CompilePool::Run(Task& task) {
   {
     absl::MutexLock lock(&mu_);
     in_flight_.erase(id);
+    if (options_.classify_in_background && entry->grammar.has_value()) {
+      to_classify_.push_back(entry);
+    }
   }
   task.job->Finish(std::move(entry));
 }

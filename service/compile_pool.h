@@ -17,6 +17,10 @@
 // negative_ttl only. Trouble with the shared tier never fails a request:
 // the grammar is compiled here instead.
 //
+// A grammar is ready once its automaton is built and its first states are
+// classified (Options::classify_ahead); a background thread then classifies
+// the rest, newest grammar first, yielding to everything else.
+//
 // Cost: Submit hashes the canonical constraint (SHA-256) and takes two
 // mutexes; compiles run on the pool's threads.
 // Thread-safety: every method may be called from any thread. Listeners run
@@ -24,6 +28,7 @@
 #ifndef GRAMMARD_SERVICE_COMPILE_POOL_H_
 #define GRAMMARD_SERVICE_COMPILE_POOL_H_
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -87,6 +92,11 @@ class CompilePool {
     int32_t max_states = 100000;
     // Token classification done at compile time (grammar/compiler.h).
     std::chrono::microseconds classify_ahead{std::chrono::milliseconds(50)};
+    // Then, on one low-priority background thread, the rest of each new
+    // grammar's classification, so that its sequences rarely meet a state
+    // no one has classified (milliseconds each, on the step's critical
+    // path). Stops for a grammar once the cache drops it.
+    bool classify_in_background = true;
     // How long the shared tier keeps grammars, and failures.
     std::chrono::milliseconds shared_ttl{std::chrono::hours(24)};
     std::chrono::milliseconds negative_ttl{std::chrono::seconds(60)};
@@ -122,6 +132,8 @@ class CompilePool {
 
   void Work();
   void Run(Task& task);
+  // The background thread: classifies ahead for grammars in to_classify_.
+  void ClassifyInBackground();
   // The compile itself, timed and counted.
   std::shared_ptr<GrammarEntry> Compile(const Task& task);
   // The grammar from the shared tier, waiting (until `until`) while another
@@ -143,7 +155,13 @@ class CompilePool {
   std::unordered_map<std::string, std::shared_ptr<CompileJob>> in_flight_
       ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Grammars to classify in the background, newest last; weak, so that a
+  // grammar the cache evicts is not kept for this.
+  std::vector<std::weak_ptr<const GrammarEntry>> to_classify_
+      ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> stop_classifying_{false};
   std::vector<std::thread> threads_;
+  std::thread classifier_;
 };
 
 }  // namespace grammard::service

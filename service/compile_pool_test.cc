@@ -5,6 +5,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "grammar/internal/grammar_data.h"
 #include "grammar/matcher.h"
 #include "gtest/gtest.h"
 #include "service/constraint.h"
@@ -116,6 +118,33 @@ TEST_F(CompilePoolTest, FailuresAreCachedButDeadlinesAreNot) {
   Finish(*hurried, Regex("[ab]{1,40}x"), &hit);
   EXPECT_FALSE(hit);  // compiled again, not served from the cache
   EXPECT_EQ(metrics_.CompileSeconds("regex")->Count(), 3u);
+}
+
+// Ready after the automaton alone (nothing classified ahead), a grammar is
+// then classified in the background, entirely; or not at all when asked.
+TEST_F(CompilePoolTest, GrammarsAreClassifiedInTheBackground) {
+  for (bool background : {true, false}) {
+    // Another property name each time: another grammar, not a cache hit.
+    const std::string schema = absl::StrCat(
+        R"({"type":"object","properties":{")", background ? "a" : "b",
+        R"(":{"type":"string"},"c":{"type":"array","items":{"type":"integer"}}}})");
+    SCOPED_TRACE(background);
+    CompilePool::Options options;
+    options.classify_ahead = std::chrono::microseconds(0);
+    options.classify_in_background = background;
+    auto pool = Pool(options);
+    auto entry = Finish(*pool, Schema(schema));
+    ASSERT_NE(entry, nullptr);
+    ASSERT_TRUE(entry->status.ok()) << entry->status;
+    const auto& table = entry->grammar->data().table;
+    const auto until = Clock::now() + std::chrono::seconds(20);
+    while (background && !table.complete() && Clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (!background) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(table.complete(), background);
+    EXPECT_EQ(table.num_built() > 0, background);
+  }
 }
 
 TEST_F(CompilePoolTest, FullQueueAndMalformedConstraintsAreRefused) {

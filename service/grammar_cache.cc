@@ -69,6 +69,11 @@ void GrammarCache::EraseLocked(Lru::iterator it) {
   UpdateGaugesLocked();
 }
 
+bool GrammarCache::Contains(const std::string& id) const {
+  absl::MutexLock lock(&mu_);
+  return by_id_.count(id) != 0;
+}
+
 size_t GrammarCache::bytes() const {
   absl::MutexLock lock(&mu_);
   return bytes_;

@@ -58,6 +58,8 @@ class GrammarCache {
   // until it fits; an entry larger than the whole budget is not kept.
   void Insert(std::shared_ptr<const GrammarEntry> entry);
 
+  // Whether `id` is cached, counting neither a hit nor a miss.
+  bool Contains(const std::string& id) const;
   size_t bytes() const;
   size_t size() const;
 

@@ -57,6 +57,9 @@ ABSL_FLAG(int, classify_ahead_ms, 50,
           "Per compile, how long to classify tokens for the grammar's first "
           "states before calling it ready; the rest are classified when a "
           "sequence first reaches them.");
+ABSL_FLAG(bool, classify_in_background, true,
+          "After a compile, classify the rest of the grammar's tokens on a "
+          "low-priority thread, so that sequences rarely wait for it.");
 ABSL_FLAG(int, fill_threads, 2, "Threads filling the mask rows of one step.");
 ABSL_FLAG(int64_t, cache_bytes, int64_t{1} << 30,
           "Budget of the compiled-grammar cache, in bytes.");
@@ -164,6 +167,8 @@ int Run() {
   pool_options.max_states = absl::GetFlag(FLAGS_max_grammar_states);
   pool_options.classify_ahead =
       std::chrono::milliseconds(absl::GetFlag(FLAGS_classify_ahead_ms));
+  pool_options.classify_in_background =
+      absl::GetFlag(FLAGS_classify_in_background);
   pool_options.shared_ttl =
       std::chrono::seconds(absl::GetFlag(FLAGS_redis_ttl_s));
   pool_options.negative_ttl =

@@ -535,10 +535,10 @@ absl::Status TokenTable::Group(std::chrono::steady_clock::time_point deadline) {
   return absl::OkStatus();
 }
 
-void TokenTable::Prebuild(
-    std::chrono::steady_clock::time_point deadline) const {
+bool TokenTable::Prebuild(std::chrono::steady_clock::time_point deadline,
+                          const std::atomic<bool>* cancel) const {
   const int32_t n = pda_.num_states();
-  if (n == 0) return;
+  if (complete() || n == 0) return true;
   std::vector<char> seen(n, 0);
   std::vector<int32_t> order{pda_.RuleStart(pda_.root_rule())};
   seen[order[0]] = 1;
@@ -549,8 +549,12 @@ void TokenTable::Prebuild(
     }
   };
   // Breadth first over bytes, calls and returns: the order outputs meet them.
+  auto stop = [&] {
+    return std::chrono::steady_clock::now() > deadline ||
+           (cancel != nullptr && cancel->load(std::memory_order_relaxed));
+  };
   for (size_t k = 0; k < order.size(); ++k) {
-    if (std::chrono::steady_clock::now() > deadline) return;
+    if (stop()) return false;
     const int32_t s = order[k];
     for (int b = 0; b < 256; ++b) visit(pda_.Next(s, static_cast<uint8_t>(b)));
     for (const PdaCall* c = pda_.CallsBegin(s); c != pda_.CallsEnd(s); ++c) {
@@ -560,10 +564,12 @@ void TokenTable::Prebuild(
     const StateTokens* t = For(s);
     if (t == nullptr || t->uncertain.empty()) continue;
     for (int32_t r : pda_.ReturnStates(pda_.StateRule(s))) {
-      if (std::chrono::steady_clock::now() > deadline) return;
+      if (stop()) return false;
       Context(s, r);
     }
   }
+  complete_.store(true, std::memory_order_release);
+  return true;
 }
 
 const StateTokens* TokenTable::For(int32_t state) const {

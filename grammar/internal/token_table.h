@@ -101,10 +101,14 @@ class TokenTable {
   absl::Status Group(std::chrono::steady_clock::time_point deadline);
 
   // Builds tables and their contexts ahead of any matcher, nearest the
-  // root rule's start first, until `deadline`: a small grammar is then
-  // complete and its first masks cost what later ones do; a large one has
-  // the states its outputs begin with. Call before sharing the table.
-  void Prebuild(std::chrono::steady_clock::time_point deadline) const;
+  // root rule's start first, until `deadline` or until `*cancel` is set: a
+  // small grammar is then complete and its first masks cost what later ones
+  // do; a large one has the states its outputs begin with. Safe while
+  // matchers use the table (a table being built is waited for, not built
+  // twice).
+  // True once every table and context a matcher can reach is built.
+  bool Prebuild(std::chrono::steady_clock::time_point deadline,
+                const std::atomic<bool>* cancel = nullptr) const;
 
   // Null for states that read no byte; otherwise the state's table, built
   // now if no caller has asked for it before.
@@ -119,9 +123,15 @@ class TokenTable {
   // every uncertain token is rejected: nothing may follow.
   const ContextTokens* Context(int32_t state, int32_t return_state) const;
 
-  // Tables built so far (contexts not counted), and the bytes they, their
-  // contexts and the grouping occupy.
+  // Tables in all (states that classify alike share one), those built so
+  // far (contexts not counted), and the bytes they, their contexts and the
+  // grouping occupy.
+  int32_t num_tables() const {
+    return static_cast<int32_t>(first_state_.size());
+  }
   int32_t num_built() const;
+  // Whether a Prebuild has run to the end.
+  bool complete() const { return complete_.load(std::memory_order_acquire); }
   size_t MemoryBytes() const;
 
   // The table in serialize.h's form: the grouping and the tables built so
@@ -148,6 +158,7 @@ class TokenTable {
   std::unique_ptr<Slot[]> slots_;
   // What For() and Context() have built so far, so MemoryBytes is cheap.
   mutable std::atomic<size_t> built_bytes_{0};
+  mutable std::atomic<bool> complete_{false};
 };
 
 // Classifies every token of `index` for `state` (exposed for tests).
