@@ -2,6 +2,9 @@
 // Every mask row received is checked against the engine's own mask computed
 // in-process (service::Sequence over the same compiled constraint).
 #include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -792,6 +795,60 @@ TEST(DaemonTest, CompileDeadlineIsReportedAndNotCachedAndSigtermStops) {
       << code;
 }
 
+// The daemon's grammard_active_sequences gauge (-1 if unreadable).
+double ActiveSequences(const Daemon& daemon) {
+  auto text = testing::HttpGet(daemon.metrics_port(), "/metrics");
+  if (!text.ok()) return -1;
+  const std::string kName = "\ngrammard_active_sequences ";
+  const size_t at = text->find(kName);
+  return at == std::string::npos ? -1
+                                 : std::stod(text->substr(at + kName.size()));
+}
+
+// Whether the gauge drops to 0 before `limit`.
+bool ReclaimedWithin(const Daemon& daemon, std::chrono::seconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    if (ActiveSequences(daemon) == 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+// A client process killed outright (no close, no stream end): the daemon
+// frees its sequences as soon as the connection is gone.
+TEST(DaemonTest, AKilledClientsSequencesAreReclaimed) {
+  std::unique_ptr<Daemon> daemon;
+  std::unique_ptr<v1::Grammard::Stub> stub;
+  StartOwnDaemon({"--stream_idle_timeout_s=60"}, &daemon, &stub);
+  if (daemon == nullptr) return;
+  const std::string client =
+      testing::RunfilePath("tests/integration/vanishing_client");
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    dup2(out[1], STDOUT_FILENO);
+    close(out[0]);
+    execl(client.c_str(), client.c_str(), daemon->target().c_str(), "32",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(out[1]);
+  char line[16] = {};
+  ASSERT_GT(read(out[0], line, sizeof(line) - 1), 0) << "client died early";
+  close(out[0]);
+  EXPECT_STREQ(line, "ready\n");
+  EXPECT_EQ(ActiveSequences(*daemon), 32);
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  EXPECT_TRUE(ReclaimedWithin(*daemon, std::chrono::seconds(10)))
+      << ActiveSequences(*daemon) << " sequences still open";
+}
+
+// A client that stays connected but silent past the idle limit: its stream
+// is cancelled and its sequences freed.
 TEST(DaemonTest, IdleStreamsAreCancelled) {
   std::unique_ptr<Daemon> daemon;
   std::unique_ptr<v1::Grammard::Stub> stub;
@@ -812,6 +869,7 @@ TEST(DaemonTest, IdleStreamsAreCancelled) {
   }
   EXPECT_EQ(rw->Finish().error_code(), grpc::StatusCode::CANCELLED);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  EXPECT_TRUE(ReclaimedWithin(*daemon, std::chrono::seconds(5)));
 }
 
 }  // namespace
