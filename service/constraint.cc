@@ -89,10 +89,19 @@ grammar::JsonSchemaOptions ToSchemaOptions(const JsonOptions& o,
   if (o.indent() > 0) out.indent = o.indent();
   if (!o.item_separator().empty()) out.item_separator = o.item_separator();
   if (!o.key_separator().empty()) out.key_separator = o.key_separator();
-  out.property_order =
-      o.property_order() == JsonOptions::PROPERTY_ORDER_REQUIRED_FIRST
-          ? grammar::JsonPropertyOrder::kRequiredFirst
-          : grammar::JsonPropertyOrder::kAsWritten;
+  switch (o.property_order()) {
+    case JsonOptions::PROPERTY_ORDER_REQUIRED_FIRST:
+      out.property_order = grammar::JsonPropertyOrder::kRequiredFirst;
+      break;
+    case JsonOptions::PROPERTY_ORDER_ANY:
+      out.property_order = grammar::JsonPropertyOrder::kAny;
+      break;
+    case JsonOptions::PROPERTY_ORDER_ANY_WHEN_SMALL:
+      out.property_order = grammar::JsonPropertyOrder::kAnyWhenSmall;
+      break;
+    default:
+      out.property_order = grammar::JsonPropertyOrder::kAsWritten;
+  }
   out.deadline = limits.deadline;
   return out;
 }

@@ -34,6 +34,8 @@ jsi::PropertyOrder ToOrder(JsonPropertyOrder order) {
       return jsi::PropertyOrder::kRequiredFirst;
     case JsonPropertyOrder::kAny:
       return jsi::PropertyOrder::kAny;
+    case JsonPropertyOrder::kAnyWhenSmall:
+      return jsi::PropertyOrder::kAnyWhenSmall;
     case JsonPropertyOrder::kAsWritten:
       break;
   }
@@ -89,7 +91,8 @@ absl::StatusOr<JsonSchemaResult> JsonSchemaToGrammar(
   convert.order = ToOrder(options.property_order);
   convert.layout = *layout;
   convert.layout.any_member_order =
-      options.property_order == JsonPropertyOrder::kAny;
+      options.property_order == JsonPropertyOrder::kAny ||
+      options.property_order == JsonPropertyOrder::kAnyWhenSmall;
   convert.layout.number_variants = (*doc)->draft() != jsi::Draft::k4;
   convert.dfa.max_states = options.max_automaton_states;
   convert.dfa.deadline = options.deadline;

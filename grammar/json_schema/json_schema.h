@@ -36,10 +36,10 @@
 // written without exponents, constrained strings and keys with escapes only
 // where JSON requires them, objects in the member order chosen below, and
 // enum/const objects in the key order they were written in (any order with
-// JsonPropertyOrder::kAny, up to five members). Two limits remain outside
-// any grammar: a member name the schema does not declare may be repeated
-// (RFC 8259 leaves such objects undefined; declared names appear at most
-// once), and strings count at most 65536 characters for min/maxLength.
+// JsonPropertyOrder::kAny or kAnyWhenSmall, up to five members). Two limits
+// remain outside any grammar: a member name the schema does not declare may be
+// repeated (RFC 8259 leaves such objects undefined; declared names appear at
+// most once), and strings count at most 65536 characters for min/maxLength.
 //
 // Cost: linear in the schema for plain schemas; allOf/anyOf/oneOf multiply
 // alternatives (bounded by max_alternatives) and string and number
@@ -78,6 +78,8 @@ enum class JsonPropertyOrder {
   kRequiredFirst,  // required properties first, then the rest as written
   kAny,            // any order; rules grow as 2^(declared properties), so
                    // objects with many properties are ResourceExhausted
+  kAnyWhenSmall,   // kAny for objects of at most 6 declared properties
+                   // (64 grammar rules each), kAsWritten for larger ones
 };
 
 struct JsonSchemaOptions {

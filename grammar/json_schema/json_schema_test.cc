@@ -130,6 +130,15 @@ TEST(JsonSchemaTest, Objects) {
   JsonSchemaOptions any_order;
   any_order.property_order = JsonPropertyOrder::kAny;
   Expect(schema, {"{\"b\":\"x\",\"a\":1}"}, {"{\"a\":1,\"a\":1}"}, any_order);
+  // Any order up to six declared properties; as written past them.
+  JsonSchemaOptions when_small;
+  when_small.property_order = JsonPropertyOrder::kAnyWhenSmall;
+  Expect(schema, {"{\"b\":\"x\",\"a\":1}", "{\"a\":1,\"b\":\"x\"}"},
+         {"{\"a\":1,\"a\":1}", "{\"b\":\"x\"}"}, when_small);
+  Expect(R"({"properties": {"p1": {}, "p2": {}, "p3": {}, "p4": {},
+                            "p5": {}, "p6": {}, "p7": {}},
+             "additionalProperties": false})",
+         {"{\"p1\":1,\"p7\":2}"}, {"{\"p7\":2,\"p1\":1}"}, when_small);
   Expect(R"({"patternProperties": {"^x": {"type": "integer"}},
              "additionalProperties": {"type": "string"}})",
          {"{\"x1\":1,\"y\":\"s\"}", "{}"}, {"{\"x1\":\"s\"}", "{\"y\":1}"});

@@ -4,7 +4,8 @@
 //
 //   bazel run -c opt //tests/conformance:maskbench -- [--data=DIR]
 //       [--limit=N] [--threads=N] [--only=TEXT]
-//       [--property_order=as_written|required_first|any] [--deadline_s=S]
+//       [--property_order=as_written|required_first|any|any_when_small]
+//       [--deadline_s=S]
 //       [--classify_ahead_ms=MS]
 //
 // Per case: the schema goes through JsonSchemaToGrammar (strict, default
@@ -65,7 +66,8 @@ ABSL_FLAG(std::string, only, "",
           "profiling one schema); --limit applies before it.");
 ABSL_FLAG(int, threads, 2, "Cases run in parallel on this many threads.");
 ABSL_FLAG(std::string, property_order, "as_written",
-          "Member order of objects: as_written, required_first or any.");
+          "Member order of objects: as_written, required_first, any or "
+          "any_when_small.");
 ABSL_FLAG(double, deadline_s, 10,
           "Deadline in seconds for converting and compiling one schema.");
 ABSL_FLAG(double, classify_ahead_ms, -1,
@@ -295,6 +297,8 @@ int Run() {
   const std::string order = absl::GetFlag(FLAGS_property_order);
   if (order == "any") {
     options.property_order = grammar::JsonPropertyOrder::kAny;
+  } else if (order == "any_when_small") {
+    options.property_order = grammar::JsonPropertyOrder::kAnyWhenSmall;
   } else if (order == "required_first") {
     options.property_order = grammar::JsonPropertyOrder::kRequiredFirst;
   } else if (order != "as_written") {

@@ -3221,8 +3221,10 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
   // States: which declared members were written (a subset in any order, an
   // index in declared order) and how many members so far (counted only up
   // to what minProperties/maxProperties need).
-  const bool any_order = opt_.order == PropertyOrder::kAny;
   const size_t n = members.size();
+  const bool any_order = opt_.order == PropertyOrder::kAny ||
+                         (opt_.order == PropertyOrder::kAnyWhenSmall &&
+                          n <= static_cast<size_t>(kMaxAnyOrderProperties));
   const int64_t cap = o.max_props >= 0 ? o.max_props : o.min_props;
   const int64_t count_states = (cap + 1) * (witness != nullptr ? 2 : 1);
   const int64_t member_states =

@@ -46,7 +46,12 @@ enum class PropertyOrder {
   kAsWritten,      // declared properties in schema order
   kRequiredFirst,  // required ones first, then the others, each as written
   kAny,            // any order (costs rules exponential in the properties)
+  kAnyWhenSmall,   // kAny up to kMaxAnyOrderProperties, else kAsWritten
 };
+
+// The largest object PropertyOrder::kAnyWhenSmall lets write its members in
+// any order: 2^6 subsets of members written, a few hundred automaton states.
+inline constexpr int kMaxAnyOrderProperties = 6;
 
 struct ConvertOptions {
   bool strict = true;
