@@ -78,18 +78,6 @@ void Pda::Finish() {
   }
 }
 
-namespace {
-
-struct SignatureHash {
-  size_t operator()(const std::vector<int32_t>& v) const {
-    uint64_t h = 0x9E3779B97F4A7C15ull;
-    for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 0x100000001B3ull;
-    return static_cast<size_t>(h ^ (h >> 29));
-  }
-};
-
-}  // namespace
-
 Pda Pda::Minimized() const {
   const int32_t n = num_states();
   std::vector<int32_t> cls(n), next_cls(n);

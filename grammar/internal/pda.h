@@ -12,6 +12,7 @@
 #ifndef GRAMMARD_GRAMMAR_INTERNAL_PDA_H_
 #define GRAMMARD_GRAMMAR_INTERNAL_PDA_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -20,6 +21,16 @@
 #include "grammar/internal/byte_io.h"
 
 namespace grammard::grammar::internal {
+
+// Hashes a state's signature in a round of Moore's refinement (minimizing
+// here, grouping states that classify alike in token_table.cc).
+struct SignatureHash {
+  size_t operator()(const std::vector<int32_t>& v) const {
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+    for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 0x100000001B3ull;
+    return static_cast<size_t>(h ^ (h >> 29));
+  }
+};
 
 struct PdaCall {
   int32_t rule;          // the rule entered

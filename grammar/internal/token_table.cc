@@ -406,14 +406,6 @@ size_t TokenSet::MemoryBytes() const {
 
 namespace {
 
-struct SigHash {
-  size_t operator()(const std::vector<int32_t>& v) const {
-    uint64_t h = 0x9E3779B97F4A7C15ull;
-    for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 0x100000001B3ull;
-    return static_cast<size_t>(h ^ (h >> 29));
-  }
-};
-
 // Groups states whose tables must be equal, so each group is classified
 // once. States of rules that call nothing read tokens inside their own
 // automaton until they leave it (into the same return states, for the same
@@ -443,7 +435,7 @@ std::vector<int32_t> ShareGroups(
     }
   }
   std::vector<int32_t> group(n), next(n);
-  std::unordered_map<std::vector<int32_t>, int32_t, SigHash> ids;
+  std::unordered_map<std::vector<int32_t>, int32_t, SignatureHash> ids;
   std::vector<int32_t> sig;
   int32_t count = 0;
   for (int32_t round = 0; round <= max_len + 1; ++round) {
