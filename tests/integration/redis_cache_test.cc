@@ -127,7 +127,10 @@ TEST_F(RedisCacheTest, CompiledOnOneReplicaIsAnL2HitOnAnother) {
   ASSERT_EQ(b.state(), v1::GRAMMAR_STATE_READY) << b.error().message();
   EXPECT_EQ(b.grammar_id(), a.grammar_id());
   EXPECT_EQ(b.num_states(), a.num_states());
-  EXPECT_EQ(b.memory_bytes(), a.memory_bytes());
+  // Not memory_bytes: a grammar grows as its tokens are classified (after
+  // the compile, in the background), so the copy in Redis holds what was
+  // classified when it was stored.
+  EXPECT_GT(b.memory_bytes(), 0);
   EXPECT_EQ(Compiles(*daemons_[1]), 0);
   EXPECT_EQ(Metric(*daemons_[1], "grammard_redis_hits_total"), 1);
   // A failure that would repeat is shared too (briefly).
