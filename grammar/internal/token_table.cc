@@ -570,14 +570,26 @@ const StateTokens* TokenTable::For(int32_t state) const {
   Slot& slot = slots_[i];
   if (slot.built.load(std::memory_order_acquire)) return &slot.tokens;
   std::call_once(slot.once, [&] {
-    slot.tokens = ClassifyState(pda_, index_, first_state_[i]);
-    if (!slot.tokens.uncertain.empty()) {
-      slot.contexts = std::make_unique<LazyContext[]>(NumContexts(i));
-    }
-    built_bytes_.fetch_add(SlotBytes(i), std::memory_order_relaxed);
-    slot.built.store(true, std::memory_order_release);
+    Publish(i, ClassifyState(pda_, index_, first_state_[i]));
   });
   return &slot.tokens;
+}
+
+void TokenTable::Publish(size_t i, StateTokens tokens) const {
+  Slot& slot = slots_[i];
+  slot.tokens = std::move(tokens);
+  if (!slot.tokens.uncertain.empty()) {
+    slot.contexts = std::make_unique<LazyContext[]>(Returns(i).size());
+  }
+  built_bytes_.fetch_add(SlotBytes(i), std::memory_order_relaxed);
+  slot.built.store(true, std::memory_order_release);
+}
+
+void TokenTable::Publish(LazyContext* context, ContextTokens tokens) const {
+  context->tokens = std::move(tokens);
+  built_bytes_.fetch_add(ContextBytes(context->tokens),
+                         std::memory_order_relaxed);
+  context->built.store(true, std::memory_order_release);
 }
 
 const ContextTokens* TokenTable::Context(int32_t state,
@@ -585,18 +597,15 @@ const ContextTokens* TokenTable::Context(int32_t state,
   const int32_t i = slot_[state];
   Slot& slot = slots_[i];
   if (!slot.contexts) return nullptr;
-  const int32_t s = first_state_[i];
-  const std::vector<int32_t>& returns = pda_.ReturnStates(pda_.StateRule(s));
+  const std::vector<int32_t>& returns = Returns(i);
   auto it = std::lower_bound(returns.begin(), returns.end(), return_state);
   if (it == returns.end() || *it != return_state) return nullptr;
   LazyContext& c = slot.contexts[it - returns.begin()];
   if (c.built.load(std::memory_order_acquire)) return &c.tokens;
   std::call_once(c.once, [&] {
     int budget = kMaxNestedContexts;
-    c.tokens = ClassifyInContext(pda_, index_, s, {return_state},
-                                 slot.tokens.uncertain, &budget);
-    built_bytes_.fetch_add(ContextBytes(c.tokens), std::memory_order_relaxed);
-    c.built.store(true, std::memory_order_release);
+    Publish(&c, ClassifyInContext(pda_, index_, first_state_[i], {return_state},
+                                  slot.tokens.uncertain, &budget));
   });
   return &c.tokens;
 }
@@ -605,7 +614,7 @@ size_t TokenTable::SlotBytes(size_t i) const {
   const StateTokens& t = slots_[i].tokens;
   size_t bytes =
       t.accepted.MemoryBytes() + t.uncertain.size() * sizeof(int32_t);
-  if (slots_[i].contexts) bytes += NumContexts(i) * sizeof(LazyContext);
+  if (slots_[i].contexts) bytes += Returns(i).size() * sizeof(LazyContext);
   return bytes;
 }
 
@@ -615,8 +624,8 @@ size_t TokenTable::MemoryBytes() const {
          built_bytes_.load(std::memory_order_relaxed);
 }
 
-size_t TokenTable::NumContexts(size_t slot) const {
-  return pda_.ReturnStates(pda_.StateRule(first_state_[slot])).size();
+const std::vector<int32_t>& TokenTable::Returns(size_t slot) const {
+  return pda_.ReturnStates(pda_.StateRule(first_state_[slot]));
 }
 
 int32_t TokenTable::num_built() const {
@@ -706,7 +715,7 @@ void TokenTable::Save(ByteWriter* out) const {
     slot.tokens.accepted.Save(out);
     out->PutVector(slot.tokens.uncertain);
     if (!slot.contexts) continue;
-    for (size_t k = 0, n = NumContexts(i); k < n; ++k) {
+    for (size_t k = 0, n = Returns(i).size(); k < n; ++k) {
       const LazyContext& c = slot.contexts[k];
       const bool context_built = c.built.load(std::memory_order_acquire);
       out->Put<uint8_t>(context_built);
@@ -743,17 +752,9 @@ absl::Status TokenTable::Load(ByteReader* in) {
       return in->Malformed();
     }
     Slot& target = slots_[i];
-    std::call_once(target.once, [&] {
-      target.tokens = std::move(t);
-      if (!target.tokens.uncertain.empty()) {
-        target.contexts = std::make_unique<LazyContext[]>(NumContexts(i));
-      }
-      built_bytes_.fetch_add(SlotBytes(i), std::memory_order_relaxed);
-      target.built.store(true, std::memory_order_release);
-    });
+    std::call_once(target.once, [&] { Publish(i, std::move(t)); });
     if (!target.contexts) continue;
-    const std::vector<int32_t>& returns =
-        pda_.ReturnStates(pda_.StateRule(first_state_[i]));
+    const std::vector<int32_t>& returns = Returns(i);
     for (size_t k = 0; k < returns.size(); ++k) {
       uint8_t context_built = 0;
       if (!in->Get(&context_built) || context_built > 1) return in->Malformed();
@@ -764,12 +765,7 @@ absl::Status TokenTable::Load(ByteReader* in) {
         return in->Malformed();
       }
       LazyContext& lazy = target.contexts[k];
-      std::call_once(lazy.once, [&] {
-        lazy.tokens = std::move(c);
-        built_bytes_.fetch_add(ContextBytes(lazy.tokens),
-                               std::memory_order_relaxed);
-        lazy.built.store(true, std::memory_order_release);
-      });
+      std::call_once(lazy.once, [&] { Publish(&lazy, std::move(c)); });
     }
   }
   return absl::OkStatus();

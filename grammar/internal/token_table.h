@@ -145,8 +145,12 @@ class TokenTable {
   struct Slot;
   struct LazyContext;
   void Init(std::vector<int32_t> slot, std::vector<int32_t> first_state);
-  // Return states of the rule of slot `slot`'s states.
-  size_t NumContexts(size_t slot) const;
+  // Return states of the rule of slot `slot`'s states: one context each.
+  const std::vector<int32_t>& Returns(size_t slot) const;
+  // Stores a table (or context) just built or loaded and marks it built;
+  // runs inside its once_flag.
+  void Publish(size_t slot, StateTokens tokens) const;
+  void Publish(LazyContext* context, ContextTokens tokens) const;
   // What a built slot holds, its contexts not counted.
   size_t SlotBytes(size_t slot) const;
 
