@@ -49,6 +49,10 @@ class CompiledGrammar {
 
   const internal::GrammarData& data() const { return *data_; }
 
+  // Keeps this grammar's tables alive while held, and with them the mask
+  // keys of its matchers (GrammarMatcher::NextMaskKey) valid and unique.
+  std::shared_ptr<const void> KeepAlive() const { return data_; }
+
  private:
   std::shared_ptr<const internal::GrammarData> data_;
 };

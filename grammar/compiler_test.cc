@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 #include <sstream>
@@ -238,6 +239,72 @@ TEST(CompilerTest, RandomRegexesMatchTheOracle) {
     ++compared;
   }
   EXPECT_EQ(compared, 300);
+}
+
+// NextMaskKey is a promise: equal keys, equal masks. Several random walks
+// per random grammar meet at positions again and again; every repeat of a
+// key must bring its first row back.
+TEST(CompilerTest, EqualMaskKeysMeanEqualMasks) {
+  int repeats = 0, keyed = 0, steps = 0;
+  for (uint32_t seed = 1; seed <= 200; ++seed) {
+    std::mt19937 rng(seed);
+    std::string text = EbnfGen(seed * 31 + 7).Grammar();
+    auto vocab = RandomVocab(&rng);
+    GrammarCompiler compiler(vocab);
+    auto compiled = compiler.CompileEbnf(text);
+    if (!compiled.ok()) continue;
+    std::map<std::vector<uintptr_t>, std::vector<uint32_t>> seen;
+    std::vector<uintptr_t> key;
+    for (int walk = 0; walk < 4; ++walk) {
+      GrammarMatcher m(*compiled);
+      for (int step = 0; step < 12 && !m.IsTerminated(); ++step) {
+        std::vector<uint32_t> row(compiled->mask_words());
+        m.FillNextTokenMask(row.data());
+        ++steps;
+        if (m.NextMaskKey(&key)) {
+          ++keyed;
+          auto [it, inserted] = seen.emplace(key, row);
+          if (!inserted) {
+            ++repeats;
+            ASSERT_EQ(it->second, row)
+                << text << "\nwalk " << walk << " step " << step;
+          }
+        } else {
+          EXPECT_TRUE(key.empty());
+        }
+        std::vector<int32_t> allowed;
+        for (int32_t id = 0; id < vocab->size(); ++id) {
+          if (Bit(row, id)) allowed.push_back(id);
+        }
+        if (allowed.empty()) break;
+        if (!m.AcceptToken(allowed[rng() % allowed.size()]).ok()) break;
+      }
+    }
+  }
+  // Most positions have a key, and keys recur, or this proves nothing.
+  EXPECT_GT(keyed, steps * 9 / 10) << keyed << " of " << steps;
+  EXPECT_GT(repeats, 1000);
+}
+
+// One position reached by different texts has one key: inside a string the
+// key (and so the mask) stays put.
+TEST(CompilerTest, APositionReachedAgainKeepsItsKey) {
+  auto vocab =
+      *Vocabulary::FromTokens({"a", "b", "</s>"}, {2}, {2}, {"ab", {}, 0});
+  GrammarCompiler compiler(vocab);
+  auto compiled = compiler.CompileRegex("a*b");
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  GrammarMatcher m(*compiled);
+  std::vector<uintptr_t> start, after_one, after_two, done;
+  ASSERT_TRUE(m.NextMaskKey(&start));
+  ASSERT_TRUE(m.AcceptToken(0).ok());
+  ASSERT_TRUE(m.NextMaskKey(&after_one));
+  ASSERT_TRUE(m.AcceptToken(0).ok());
+  ASSERT_TRUE(m.NextMaskKey(&after_two));
+  EXPECT_EQ(after_one, after_two);
+  ASSERT_TRUE(m.AcceptToken(1).ok());
+  ASSERT_TRUE(m.NextMaskKey(&done));
+  EXPECT_NE(done, after_two);  // only the end of sequence now
 }
 
 // A slice of a real vocabulary: every llama3 token whose bytes are JSON

@@ -128,61 +128,78 @@ int32_t GrammarMatcher::ValidateTokens(const std::vector<int32_t>& draft) {
   return n;
 }
 
-void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
+void GrammarMatcher::PlanMask() {
   const internal::GrammarData& data = grammar_.data();
-  const Vocabulary& vocab = data.index->vocab();
-  const int32_t words = grammar_.mask_words();
-  auto set_eos = [&] {
-    for (int32_t id : vocab.eos_ids()) row[id >> 5] |= 1u << (id & 31);
-  };
-  if (terminated_) {
-    std::fill(row, row + words, 0u);
-    set_eos();
-    return;
-  }
-  // Stack tops in the same state share their certain tokens.
-  states_.clear();
-  for (const int32_t* it = scan_begin(); it != scan_end(); ++it) {
-    states_.push_back(pool_[*it].state);
-  }
-  std::sort(states_.begin(), states_.end());
-  states_.erase(std::unique(states_.begin(), states_.end()), states_.end());
-  bool clean = true;
-  for (int32_t state : states_) {
-    data.table.For(state)->accepted.AddTo(row, words, &clean);
-  }
-  if (clean) std::fill(row, row + words, 0u);
-  // Uncertain tokens depend on each stack's callers: the nearest callers'
-  // states settle most of them (precomputed), the rest are read for real.
+  sets_.clear();
+  reads_.clear();
+  if (terminated_) return;
   for (const int32_t* it = scan_begin(); it != scan_end(); ++it) {
     const StackNode node = pool_[*it];
     const internal::StateTokens* t = data.table.For(node.state);
+    if (!t->accepted.empty()) sets_.push_back(&t->accepted);
     // Below the root rule's frame nothing may follow.
     if (t->uncertain.empty() || node.parent == kBottom) continue;
+    // Uncertain tokens depend on each stack's callers: the nearest callers'
+    // states settle most of them (precomputed), the rest are read for real.
     const std::vector<int32_t>* pending = &t->uncertain;
     const internal::ContextTokens* ctx =
         data.table.Context(node.state, pool_[node.parent].state);
     int32_t caller = node.parent;
     while (ctx != nullptr) {
-      ctx->accepted.AddTo(row, words, &clean);
+      if (!ctx->accepted.empty()) sets_.push_back(&ctx->accepted);
       pending = &ctx->uncertain;
       caller = pool_[caller].parent;
       if (pending->empty() || caller == kBottom) break;
       ctx = ctx->Context(pool_[caller].state);
     }
     if (ctx != nullptr && (pending->empty() || caller == kBottom)) continue;
+    reads_.push_back({it, pending});
+  }
+  // Stack tops in one state (or one group of states) share their sets.
+  std::sort(sets_.begin(), sets_.end());
+  sets_.erase(std::unique(sets_.begin(), sets_.end()), sets_.end());
+}
+
+bool GrammarMatcher::NextMaskKey(std::vector<uintptr_t>* key) {
+  PlanMask();
+  key->clear();
+  if (!reads_.empty()) return false;
+  key->push_back(reinterpret_cast<uintptr_t>(&grammar_.data()));
+  key->push_back((terminated_ ? 2u : 0u) | (CanTerminate() ? 1u : 0u));
+  for (const internal::TokenSet* set : sets_) {
+    key->push_back(reinterpret_cast<uintptr_t>(set));
+  }
+  return true;
+}
+
+void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
+  const Vocabulary& vocab = grammar_.vocabulary();
+  const int32_t words = grammar_.mask_words();
+  PlanMask();
+  // Bitsets first, so that the first one is copied rather than merged.
+  bool clean = true;
+  for (const internal::TokenSet* set : sets_) {
+    if (set->is_bitset()) set->AddTo(row, words, &clean);
+  }
+  for (const internal::TokenSet* set : sets_) {
+    if (!set->is_bitset()) set->AddTo(row, words, &clean);
+  }
+  if (clean) std::fill(row, row + words, 0u);
+  for (const Read& read : reads_) {
     // Only those not allowed already.
     reading_.clear();
-    for (int32_t id : *pending) {
+    for (int32_t id : *read.pending) {
       if (!(row[id >> 5] & (1u << (id & 31)))) reading_.push_back(id);
     }
     stepper_.ReadSorted(
-        &pool_, it, it + 1, vocab, reading_,
+        &pool_, read.top, read.top + 1, vocab, reading_,
         [row](int32_t id, const internal::Stepper::TokenReach& r) {
           if (r.readable()) row[id >> 5] |= 1u << (id & 31);
         });
   }
-  if (CanTerminate()) set_eos();
+  if (terminated_ || CanTerminate()) {
+    for (int32_t id : vocab.eos_ids()) row[id >> 5] |= 1u << (id & 31);
+  }
 }
 
 ForcedContinuation GrammarMatcher::JumpForward(size_t max_bytes) {

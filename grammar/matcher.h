@@ -37,6 +37,9 @@
 #include "grammar/thread_pool.h"
 
 namespace grammard::grammar {
+namespace internal {
+class TokenSet;
+}  // namespace internal
 
 // What the grammar forces next (see JumpForward).
 struct ForcedContinuation {
@@ -61,6 +64,15 @@ class GrammarMatcher {
   // token i may come next. Never all zero while !IsTerminated(). After
   // termination only the end-of-sequence ids are set.
   void FillNextTokenMask(uint32_t* row);
+
+  // Names the next mask without writing it, for telling equal masks apart
+  // cheaply: matchers (of any grammars) whose keys are equal have equal
+  // masks, and so does one matcher at two positions. False, with `key`
+  // cleared, where the mask depends on reading the stacks deeper than the
+  // tables go; only filling tells then. A key is valid while the grammar
+  // lives. Cost: FillNextTokenMask's table lookups without its row writes
+  // (a few per stack top).
+  bool NextMaskKey(std::vector<uintptr_t>* key);
 
   // Accepts a token; an id that is not allowed (or out of range) is an
   // InvalidArgument error naming it, and the state is left unchanged.
@@ -115,6 +127,15 @@ class GrammarMatcher {
   // history entry; on failure leaves everything as it was.
   absl::Status Advance(std::string_view bytes);
   void Start();
+  // The token sets whose union is the next mask (sorted, unique) into
+  // sets_, and the stack tops whose remaining tokens must be read into
+  // reads_.
+  void PlanMask();
+
+  struct Read {
+    const int32_t* top;  // into scan_
+    const std::vector<int32_t>* pending;
+  };
 
   CompiledGrammar grammar_;
   internal::StackPool pool_;
@@ -123,7 +144,8 @@ class GrammarMatcher {
   std::vector<Position> history_;
   bool terminated_ = false;
   std::vector<int32_t> tmp_a_, tmp_b_;
-  std::vector<int32_t> states_;
+  std::vector<const internal::TokenSet*> sets_;
+  std::vector<Read> reads_;
   std::vector<int32_t> reading_;  // stack-dependent tokens to read
 };
 

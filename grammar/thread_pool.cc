@@ -30,32 +30,35 @@ void ThreadPool::RunShare(const std::function<void(int64_t)>& fn, int64_t n) {
   for (int64_t i = next_.fetch_add(1); i < n; i = next_.fetch_add(1)) fn(i);
 }
 
-// A round's fn_ and n_ are written before generation_ moves on (release)
-// and read after a worker sees it move (acquire). Every worker reports back
-// before the round ends, so none can wake late into the next one.
+// A round is open while round_ is odd; fn_ and n_ are written before it
+// opens (release) and read by a worker that saw it open (acquire). A worker
+// counts itself in active_ and then checks the round is still the one it
+// saw: the caller closes the round and then waits for active_ to drop to
+// zero, so (all four being sequentially consistent) a worker either got in
+// before the close and is waited for, or sees the close and touches
+// nothing. A worker still asleep when the round opens is not waited for.
 void ThreadPool::Work() {
-  uint64_t seen = 0;
+  uint64_t done = 0;  // the last round this worker saw
+  auto ready = [&] {
+    const uint64_t r = round_.load(std::memory_order_acquire);
+    return ((r & 1) != 0 && r != done) || stop_.load(std::memory_order_acquire);
+  };
   while (true) {
     const auto spin_until = std::chrono::steady_clock::now() + kSpin;
-    for (int polls = 1;; ++polls) {
-      if (generation_.load(std::memory_order_acquire) != seen ||
-          stop_.load(std::memory_order_acquire)) {
-        break;
-      }
+    for (int polls = 1; !ready(); ++polls) {
       if (polls % 64 == 0 && std::chrono::steady_clock::now() > spin_until) {
         std::unique_lock<std::mutex> lock(mu_);
-        wake_.wait(lock, [&] {
-          return generation_.load(std::memory_order_acquire) != seen ||
-                 stop_.load(std::memory_order_acquire);
-        });
+        wake_.wait(lock, ready);
         break;
       }
       std::this_thread::yield();
     }
     if (stop_.load(std::memory_order_acquire)) return;
-    seen = generation_.load(std::memory_order_acquire);
-    RunShare(*fn_, n_);
-    finished_.fetch_add(1, std::memory_order_acq_rel);
+    const uint64_t seen = round_.load();
+    active_.fetch_add(1);
+    if (round_.load() == seen && (seen & 1) != 0) RunShare(*fn_, n_);
+    active_.fetch_sub(1);
+    done = seen;
   }
 }
 
@@ -68,18 +71,15 @@ void ThreadPool::ParallelFor(int64_t n,
   fn_ = &fn;
   n_ = n;
   next_.store(0);
-  finished_.store(0);
   {
     // Under the lock so that a worker going to sleep cannot miss it.
     std::lock_guard<std::mutex> lock(mu_);
-    generation_.fetch_add(1, std::memory_order_acq_rel);
+    round_.fetch_add(1);  // open
   }
   wake_.notify_all();
   RunShare(fn, n);
-  while (finished_.load(std::memory_order_acquire) !=
-         static_cast<int>(workers_.size())) {
-    std::this_thread::yield();
-  }
+  round_.fetch_add(1);  // closed: no worker starts on it now
+  while (active_.load() != 0) std::this_thread::yield();
   fn_ = nullptr;
 }
 

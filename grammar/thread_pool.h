@@ -4,7 +4,8 @@
 // Cost: ParallelFor hands out indices through one atomic counter, so any
 // worker that finishes early takes the next row; the calling thread works
 // too. Idle workers poll (yielding) for 50 us after a round before they
-// sleep, so back-to-back rounds skip the wake-up latency.
+// sleep, so back-to-back rounds skip the wake-up latency; a round never
+// waits for a sleeping worker to wake (the caller does what is left).
 // Thread-safety: ParallelFor may be called from one thread at a time.
 #ifndef GRAMMARD_GRAMMAR_THREAD_POOL_H_
 #define GRAMMARD_GRAMMAR_THREAD_POOL_H_
@@ -40,9 +41,9 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::mutex mu_;  // only for sleeping and waking workers
   std::condition_variable wake_;
-  std::atomic<uint64_t> generation_{0};  // one more per ParallelFor
+  std::atomic<uint64_t> round_{0};  // odd while a ParallelFor is open
   std::atomic<bool> stop_{false};
-  std::atomic<int> finished_{0};  // workers done with the current round
+  std::atomic<int> active_{0};                        // workers inside a round
   const std::function<void(int64_t)>* fn_ = nullptr;  // see Work()
   int64_t n_ = 0;
   std::atomic<int64_t> next_{0};

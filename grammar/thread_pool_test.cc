@@ -1,6 +1,8 @@
 #include "grammar/thread_pool.h"
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -28,6 +30,26 @@ TEST(ThreadPoolTest, ManyRoundsInARow) {
     pool.ParallelFor(5, [&](int64_t i) { sum.fetch_add(i); });
   }
   EXPECT_EQ(sum.load(), 2000 * 10);
+}
+
+// Rounds far enough apart that the workers fall asleep: a round may end
+// before they wake, and a worker waking late must not run the old round's
+// function (it lives on the caller's stack) nor miss the next round.
+TEST(ThreadPoolTest, WorkersWakingLateTouchNoEndedRound) {
+  ThreadPool pool(3);
+  for (int round = 0; round < 300; ++round) {
+    std::vector<int> hits(4, 0);  // plain ints: a stale run would show
+    std::atomic<int> calls{0};
+    pool.ParallelFor(4, [&hits, &calls](int64_t i) {
+      ++hits[static_cast<size_t>(i)];
+      calls.fetch_add(1);
+    });
+    ASSERT_EQ(calls.load(), 4) << round;
+    ASSERT_EQ(hits, std::vector<int>(4, 1)) << round;
+    if (round % 3 == 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
 }
 
 }  // namespace

@@ -92,21 +92,13 @@ bool EncodeGaps(const uint32_t* words, int32_t vocab_size, bool want,
 
 // Sets (value) or clears the bits of the ids in `gaps`. Ids ascend, so the
 // bits of one word are gathered in a register and written once.
-absl::Status DecodeGaps(const std::string& gaps, int32_t vocab_size, bool value,
-                        uint32_t* words) {
+// Calls on_id(id) for the ids of a gap list in ascending order until it
+// returns false.
+template <typename OnId>
+absl::Status WalkGaps(const std::string& gaps, int32_t vocab_size, OnId on_id) {
   const auto* p = reinterpret_cast<const unsigned char*>(gaps.data());
   const unsigned char* const end = p + gaps.size();
   int64_t id = -1;
-  int64_t word = -1;  // the word `gathered` belongs to
-  uint32_t gathered = 0;
-  auto flush = [&] {
-    if (word < 0) return;
-    if (value) {
-      words[word] |= gathered;
-    } else {
-      words[word] &= ~gathered;
-    }
-  };
   while (p < end) {
     uint64_t gap = *p++;
     if (gap >= 0x80) {
@@ -126,15 +118,42 @@ absl::Status DecodeGaps(const std::string& gaps, int32_t vocab_size, bool value,
       return absl::InvalidArgumentError(absl::StrCat(
           "mask row: token id ", id, " outside [0, ", vocab_size, ")"));
     }
+    if (!on_id(static_cast<int32_t>(id))) break;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DecodeGaps(const std::string& gaps, int32_t vocab_size, bool value,
+                        uint32_t* words) {
+  int64_t word = -1;  // the word `gathered` belongs to
+  uint32_t gathered = 0;
+  auto flush = [&] {
+    if (word < 0) return;
+    if (value) {
+      words[word] |= gathered;
+    } else {
+      words[word] &= ~gathered;
+    }
+  };
+  absl::Status s = WalkGaps(gaps, vocab_size, [&](int32_t id) {
     if (id / 32 != word) {
       flush();
       word = id / 32;
       gathered = 0;
     }
     gathered |= uint32_t{1} << (id % 32);
-  }
+    return true;
+  });
+  if (!s.ok()) return s;
   flush();
   return absl::OkStatus();
+}
+
+// Ids in a gap list: one varint ends at each byte below 0x80.
+int64_t CountGaps(const std::string& gaps) {
+  int64_t n = 0;
+  for (char c : gaps) n += (static_cast<unsigned char>(c) & 0x80) == 0;
+  return n;
 }
 
 }  // namespace
@@ -282,6 +301,76 @@ absl::StatusOr<DecodedStep> DecodeStepRows(
     }
   }
   return decoded;
+}
+
+absl::StatusOr<int64_t> CountAllowed(const grammard::v1::MaskRow& row,
+                                     int32_t vocab_size) {
+  using v1::MaskRow;
+  switch (row.encoding_case()) {
+    case MaskRow::kAllAllowed:
+      return vocab_size;
+    case MaskRow::kBitmap:
+      if (row.bitmap().words_size() != WordsFor(vocab_size)) {
+        return absl::InvalidArgumentError(
+            "mask row: a bitmap of the wrong length");
+      }
+      return CountBits(row.bitmap().words().data(), row.bitmap().words_size());
+    case MaskRow::kAllowedGaps:
+      return CountGaps(row.allowed_gaps());
+    case MaskRow::kForbiddenGaps:
+      return vocab_size - CountGaps(row.forbidden_gaps());
+    default:
+      return absl::InvalidArgumentError(
+          "mask row: a reference or no encoding (resolve references first)");
+  }
+}
+
+absl::StatusOr<int32_t> NthAllowed(const grammard::v1::MaskRow& row,
+                                   int32_t vocab_size, int64_t k) {
+  using v1::MaskRow;
+  auto count = CountAllowed(row, vocab_size);
+  if (!count.ok()) return count.status();
+  if (k < 0 || k >= *count) {
+    return absl::OutOfRangeError(
+        absl::StrCat("mask row: no allowed token number ", k, " of ", *count));
+  }
+  int32_t found = -1;
+  absl::Status s;
+  switch (row.encoding_case()) {
+    case MaskRow::kAllAllowed:
+      return static_cast<int32_t>(k);
+    case MaskRow::kBitmap: {
+      const auto& words = row.bitmap().words();
+      for (int w = 0;; ++w) {
+        const auto bits = static_cast<int64_t>(__builtin_popcount(words[w]));
+        if (k < bits) {
+          uint32_t word = words[w];
+          for (; k > 0; --k) word &= word - 1;  // drop the lowest k bits
+          return 32 * w + __builtin_ctz(word);
+        }
+        k -= bits;
+      }
+    }
+    case MaskRow::kAllowedGaps:
+      s = WalkGaps(row.allowed_gaps(), vocab_size, [&](int32_t id) {
+        if (k-- > 0) return true;
+        found = id;
+        return false;
+      });
+      break;
+    default: {  // kForbiddenGaps: the k-th id, stepping over forbidden ones
+      int64_t id = k;
+      s = WalkGaps(row.forbidden_gaps(), vocab_size, [&](int32_t forbidden) {
+        if (forbidden > id) return false;
+        ++id;
+        return true;
+      });
+      found = static_cast<int32_t>(id);
+      break;
+    }
+  }
+  if (!s.ok()) return s;
+  return found;
 }
 
 MaskEncoding EncodingOf(const grammard::v1::MaskRow& row) {

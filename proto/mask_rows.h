@@ -69,6 +69,16 @@ absl::StatusOr<DecodedStep> DecodeStepRows(
     absl::FunctionRef<int32_t(size_t)> vocab_size,
     absl::FunctionRef<const uint32_t*(size_t)> previous_row);
 
+// How many tokens an encoded row (not a reference) allows, and the k-th of
+// them (from 0, ascending), read from the row as it came: a client that
+// samples on the CPU need not decode it into words. Cost: a popcount pass
+// over a bitmap, a pass over an id list. InvalidArgument for a reference or
+// a malformed row; NthAllowed: OutOfRange unless 0 <= k < CountAllowed.
+absl::StatusOr<int64_t> CountAllowed(const grammard::v1::MaskRow& row,
+                                     int32_t vocab_size);
+absl::StatusOr<int32_t> NthAllowed(const grammard::v1::MaskRow& row,
+                                   int32_t vocab_size, int64_t k);
+
 // Which form a row was encoded in (for metrics and tests).
 enum class MaskEncoding {
   kAllAllowed,

@@ -1,6 +1,7 @@
 #include "proto/mask_rows.h"
 
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,42 @@ TEST(MaskRows, RoundTripsAndIsNeverLargerThanTheBitmap) {
       }
     }
   }
+}
+
+// Against the decoded row: every encoding answers how many tokens it
+// allows and which is the k-th, for every k.
+TEST(MaskRows, CountsAndIndexesAllowedTokensAsEncoded) {
+  std::mt19937 rng(9);
+  std::set<MaskEncoding> seen;
+  for (int32_t vocab : {1, 33, 1000, 5000}) {
+    for (double density : {0.0005, 0.01, 0.3, 0.5, 0.99, 1.0}) {
+      std::vector<uint32_t> words = RandomRow(vocab, density, &rng);
+      MaskRow row;
+      EncodeMaskRow(words.data(), vocab, &row);
+      seen.insert(EncodingOf(row));
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < vocab; ++id) {
+        if ((words[id / 32] >> (id % 32)) & 1) allowed.push_back(id);
+      }
+      SCOPED_TRACE(::testing::Message()
+                   << "vocab " << vocab << " density " << density);
+      auto count = CountAllowed(row, vocab);
+      ASSERT_TRUE(count.ok()) << count.status();
+      ASSERT_EQ(*count, static_cast<int64_t>(allowed.size()));
+      for (size_t k = 0; k < allowed.size(); ++k) {
+        auto id = NthAllowed(row, vocab, static_cast<int64_t>(k));
+        ASSERT_TRUE(id.ok()) << id.status();
+        ASSERT_EQ(*id, allowed[k]) << "k " << k;
+      }
+      EXPECT_EQ(NthAllowed(row, vocab, *count).status().code(),
+                absl::StatusCode::kOutOfRange);
+    }
+  }
+  EXPECT_EQ(seen.size(), 4u) << "every encoding but the references";
+  MaskRow reference;
+  reference.set_same_as(0);
+  EXPECT_EQ(CountAllowed(reference, 10).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(MaskRows, PicksIdListsForSparseAndDenseRows) {

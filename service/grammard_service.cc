@@ -162,7 +162,9 @@ class GrammardService::Stream {
     std::unique_ptr<Sequence> sequence;  // once the grammar is ready
     absl::Status failed;                 // set: every step reports it
     std::vector<uint32_t> rows;          // scratch for FillRows
+    std::vector<uintptr_t> key;          // row 0's, when it has one
     RowMemory first_row;                 // its row 0 as last sent
+    Clock::duration fill_time;           // this step's, for the metric
     // Compile listeners hold a weak reference: a closed sequence gets no
     // status, even if its id is reused.
     std::shared_ptr<char> alive = std::make_shared<char>();
@@ -207,7 +209,7 @@ class GrammardService::Stream {
   grpc::ServerContext* const context_;
   ReaderWriter* const rw_;
   std::unordered_map<uint64_t, Slot> sequences_;
-  StepRowEncoder row_encoder_;
+  StepRowEncoder row_encoder_{service_->options_.row_cache_bytes};
 
   absl::Mutex write_mu_;  // one Write at a time
   absl::Mutex step_mu_;
@@ -448,20 +450,38 @@ void GrammardService::Stream::Step(const v1::Step& step,
     work.push_back(Work{&it->second, &s, r});
   }
   ForEach(work.size(), [&](size_t i) { RunOne(work[i]); });
+  // Rows in wire order; a keyed first row is filled only if the encoder
+  // cannot settle it by its key.
+  std::vector<Slot*> added;
   for (const Work& w : work) {
     if (w.result->rows_size() == 0) continue;  // failed
     const int32_t vocab_size = w.slot->sequence->vocab_size();
     const size_t words = static_cast<size_t>(vocab_size + 31) / 32;
     for (int i = 0; i < w.result->rows_size(); ++i) {
-      row_encoder_.Add(w.slot->rows.data() + static_cast<size_t>(i) * words,
-                       vocab_size, i == 0 ? &w.slot->first_row : nullptr,
-                       i == 0 && w.slot->keeps_previous_row,
-                       w.result->mutable_rows(i));
+      row_encoder_.Add(
+          w.slot->rows.data() + static_cast<size_t>(i) * words, vocab_size,
+          i == 0 ? RowKey{w.slot->key, &w.slot->sequence->key_owner()}
+                 : RowKey{},
+          i == 0 ? &w.slot->first_row : nullptr,
+          i == 0 && w.slot->keeps_previous_row, w.result->mutable_rows(i));
+      added.push_back(w.slot);
     }
   }
+  const std::vector<size_t>& to_fill = row_encoder_.Settle();
+  ForEach(to_fill.size(), [&](size_t i) {
+    Slot& slot = *added[to_fill[i]];
+    const auto start = Clock::now();
+    slot.sequence->FillRows({}, slot.rows.data());
+    slot.fill_time += Clock::now() - start;
+  });
   row_encoder_.Finish([this](size_t n, const std::function<void(size_t)>& fn) {
     ForEach(n, fn);
   });
+  for (const Work& w : work) {
+    if (w.result->rows_size() == 0) continue;
+    service_->metrics_->mask_fill_seconds->Observe(
+        std::chrono::duration<double>(w.slot->fill_time).count());
+  }
   for (const Work& w : work) {
     for (const v1::MaskRow& row : w.result->rows()) {
       service_->metrics_->CountMaskRow(proto::EncodingOf(row),
@@ -495,12 +515,15 @@ void GrammardService::Stream::RunOne(const Work& work) {
   const int32_t words = seq.mask_words();
   const size_t num_rows = 1 + static_cast<size_t>(step.draft_tokens_size());
   slot.rows.resize(num_rows * static_cast<size_t>(words));
-  seq.FillRows(
-      absl::MakeConstSpan(step.draft_tokens().data(),
-                          static_cast<size_t>(step.draft_tokens_size())),
-      slot.rows.data());
-  service_->metrics_->mask_fill_seconds->Observe(
-      std::chrono::duration<double>(Clock::now() - start).count());
+  // Without drafts a key may spare the fill (see Step).
+  if (num_rows > 1 || !seq.NextRowKey(&slot.key)) {
+    slot.key.clear();
+    seq.FillRows(
+        absl::MakeConstSpan(step.draft_tokens().data(),
+                            static_cast<size_t>(step.draft_tokens_size())),
+        slot.rows.data());
+  }
+  slot.fill_time = Clock::now() - start;
   for (size_t i = 0; i < num_rows; ++i) {
     result->add_rows();  // encoded by row_encoder_ once the step is filled
   }

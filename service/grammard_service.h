@@ -42,6 +42,9 @@ struct ServiceOptions {
   int fill_threads = 2;
   // Open sequences one stream may hold; more is RESOURCE_EXHAUSTED.
   int max_sequences_per_stream = 4096;
+  // Encoded mask rows one stream keeps for reuse, by their grammar
+  // position, counted in wire bytes (see service/step_rows.h); 0: none.
+  size_t row_cache_bytes = size_t{4} << 20;
   // Decode streams one client (by peer address, port aside) may hold at
   // once; more is RESOURCE_EXHAUSTED. 0: no limit.
   int max_streams_per_client = 64;

@@ -4,6 +4,7 @@
 // or SIGINT: stop accepting, let each stream finish its current step, stop.
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -61,6 +62,9 @@ ABSL_FLAG(bool, classify_in_background, true,
           "After a compile, classify the rest of the grammar's tokens on a "
           "low-priority thread, so that sequences rarely wait for it.");
 ABSL_FLAG(int, fill_threads, 2, "Threads filling the mask rows of one step.");
+ABSL_FLAG(int64_t, row_cache_bytes, int64_t{4} << 20,
+          "Encoded mask rows each Decode stream keeps for reuse (wire bytes); "
+          "0: none.");
 ABSL_FLAG(int64_t, cache_bytes, int64_t{1} << 30,
           "Budget of the compiled-grammar cache, in bytes.");
 ABSL_FLAG(int, max_streams_per_client, 64,
@@ -185,6 +189,8 @@ int Run() {
   CompilePool compiles(pool_options, &cache, &metrics, redis->get());
   ServiceOptions service_options;
   service_options.fill_threads = absl::GetFlag(FLAGS_fill_threads);
+  service_options.row_cache_bytes = static_cast<size_t>(
+      std::max<int64_t>(0, absl::GetFlag(FLAGS_row_cache_bytes)));
   service_options.max_sequences_per_stream =
       absl::GetFlag(FLAGS_max_sequences_per_stream);
   service_options.max_streams_per_client =

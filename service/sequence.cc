@@ -10,6 +10,7 @@ Sequence::Sequence(uint64_t id, grammar::CompiledGrammar grammar,
                    const ReasoningOptions& reasoning)
     : id_(id),
       matcher_(std::move(grammar)),
+      key_owner_(matcher_.grammar().KeepAlive()),
       reasoning_(reasoning),
       thinking_(reasoning.enabled) {}
 
@@ -105,6 +106,13 @@ void Sequence::FillRows(absl::Span<const int32_t> drafts, uint32_t* rows) {
   }
   // Undoing what was just accepted cannot fail.
   RollbackTokens(advanced).IgnoreError();
+}
+
+bool Sequence::NextRowKey(std::vector<uintptr_t>* key) {
+  if (!thinking_) return matcher_.NextMaskKey(key);
+  // All allowed: no matcher key starts with 0 (a grammar's address).
+  key->assign({0, static_cast<uintptr_t>(vocab_size())});
+  return true;
 }
 
 grammar::ForcedContinuation Sequence::JumpForward() {

@@ -13,6 +13,7 @@
 #define GRAMMARD_SERVICE_SEQUENCE_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -47,6 +48,13 @@ class Sequence {
   // state is unchanged afterwards.
   void FillRows(absl::Span<const int32_t> drafts, uint32_t* rows);
 
+  // Names the next row (that of FillRows with no drafts) without writing
+  // it: equal keys, of any sequences, mean equal rows. False where only
+  // filling tells (see GrammarMatcher::NextMaskKey). Keys stay valid while
+  // key_owner() is held.
+  bool NextRowKey(std::vector<uintptr_t>* key);
+  const std::shared_ptr<const void>& key_owner() const { return key_owner_; }
+
   bool thinking() const { return thinking_; }
   bool IsTerminated() const { return !thinking_ && matcher_.IsTerminated(); }
   bool CanTerminate() const { return !thinking_ && matcher_.CanTerminate(); }
@@ -60,6 +68,7 @@ class Sequence {
 
   const uint64_t id_;
   grammar::GrammarMatcher matcher_;
+  const std::shared_ptr<const void> key_owner_;
   const ReasoningOptions reasoning_;
   bool thinking_;
   // Tokens accepted inside the thinking section, the think-end token

@@ -55,6 +55,29 @@ TEST_F(SequenceTest, AdvancesRollsBackAndTerminates) {
   EXPECT_TRUE(seq.IsTerminated());
 }
 
+// Keys name rows: two sequences at one position share a key, a thinking
+// sequence's all-allowed row has a key of its own, and equal keys come
+// with equal rows.
+TEST_F(SequenceTest, EqualRowKeysMeanEqualRows) {
+  Sequence a(1, *grammar_, {});
+  Sequence b(2, *grammar_, {});
+  Sequence thinking(3, *grammar_, {true, 6});
+  ASSERT_TRUE(a.Advance(0, {3, 2}).ok());     // "{ab"
+  ASSERT_TRUE(b.Advance(0, {3, 0, 1}).ok());  // "{" "a" "b"
+  std::vector<uintptr_t> key_a, key_b, key_thinking;
+  ASSERT_TRUE(a.NextRowKey(&key_a));
+  ASSERT_TRUE(b.NextRowKey(&key_b));
+  ASSERT_TRUE(thinking.NextRowKey(&key_thinking));
+  EXPECT_EQ(key_a, key_b);
+  EXPECT_EQ(Mask(a), Mask(b));
+  EXPECT_NE(key_thinking, key_a);
+  EXPECT_EQ(Mask(thinking).size(), 7u);
+  ASSERT_TRUE(b.Advance(0, {0}).ok());  // "{aba": inside a pair now
+  ASSERT_TRUE(b.NextRowKey(&key_b));
+  EXPECT_NE(key_a, key_b);
+  EXPECT_NE(Mask(a), Mask(b));
+}
+
 TEST_F(SequenceTest, RefusedTokenNamesSequenceAndToken) {
   Sequence seq(42, *grammar_, {});
   absl::Status s = seq.Advance(0, {3, 1});

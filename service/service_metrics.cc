@@ -86,7 +86,9 @@ ServiceMetrics::ServiceMetrics(metrics::Registry* r) {
       "Time from receiving a step to sending its masks.", step_bounds));
   mask_fill_seconds = Must(r->AddHistogram(
       "grammard_mask_fill_duration_seconds",
-      "Time to advance one sequence and fill its mask rows.", step_bounds));
+      "Time to advance one sequence and fill its mask rows (those its key "
+      "does not settle) in one step.",
+      step_bounds));
   errors_ = Must(r->AddCounterFamily(
       "grammard_errors_total",
       "Errors returned to clients, per RPC or per sequence, by gRPC code.",

@@ -1,7 +1,9 @@
 #include "service/step_rows.h"
 
 #include <cstring>
+#include <memory>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -54,7 +56,7 @@ TEST(StepRowEncoder, MatchesABruteForceOracle) {
     std::vector<std::vector<uint32_t>> sent(3);    // oracle: last row sent
     std::vector<bool> encoding_known(3, false);    // oracle
     std::vector<std::vector<uint32_t>> client(3);  // the client's kept rows
-    StepRowEncoder encoder;
+    StepRowEncoder encoder(0);
     for (int step = 0; step < 60; ++step) {
       const size_t n = 1 + rng() % 8;
       std::vector<uint32_t> rows(n * words);
@@ -66,23 +68,23 @@ TEST(StepRowEncoder, MatchesABruteForceOracle) {
         if (i < memories.size() && rng() % 2 == 0) sequence[i] = int(i);
       }
       size_t expected_encodes = 0;
+      std::vector<bool> expect_previous(n, false), expect_same_as(n, false);
       for (size_t i = 0; i < n; ++i) {
         const uint32_t* row = rows.data() + i * words;
         const std::vector<uint32_t> row_vector(row, row + words);
         const int k = sequence[i];
-        encoder.Add(row, vocab, k < 0 ? nullptr : &memories[k],
+        encoder.Add(row, vocab, {}, k < 0 ? nullptr : &memories[k],
                     k >= 0 && keeps[k], &out[i]);
         const bool unchanged = k >= 0 && sent[k] == row_vector;
         bool earlier = false;
         for (size_t e = 0; e < i; ++e) {
           earlier |= std::memcmp(rows.data() + e * words, row, 4 * words) == 0;
         }
-        SCOPED_TRACE(::testing::Message() << "step " << step << " row " << i);
         if (unchanged && keeps[k]) {
-          EXPECT_TRUE(out[i].has_same_as_previous());
+          expect_previous[i] = true;
           continue;
         }
-        EXPECT_EQ(out[i].has_same_as(), earlier);
+        expect_same_as[i] = earlier;
         if (earlier) {
           if (k >= 0 && !unchanged) encoding_known[k] = false;
         } else if (!(unchanged && encoding_known[k])) {
@@ -91,9 +93,15 @@ TEST(StepRowEncoder, MatchesABruteForceOracle) {
         }
         if (k >= 0) sent[k] = row_vector;
       }
+      EXPECT_TRUE(encoder.Settle().empty());
       size_t encodes = 0;
       encoder.Finish(Serial(&encodes));
       EXPECT_EQ(encodes, expected_encodes) << "step " << step;
+      for (size_t i = 0; i < n; ++i) {
+        SCOPED_TRACE(::testing::Message() << "step " << step << " row " << i);
+        EXPECT_EQ(out[i].has_same_as_previous(), expect_previous[i]);
+        EXPECT_EQ(out[i].has_same_as(), expect_same_as[i]);
+      }
 
       std::vector<uint32_t> decoded(n * words);
       proto::StepRowDecoder decoder;
@@ -113,6 +121,144 @@ TEST(StepRowEncoder, MatchesABruteForceOracle) {
   }
 }
 
+// Keyed rows against a brute-force oracle. Keys name rows (two keys may
+// name one row, as two grammar states may allow the same tokens); a keyed
+// row's words are garbage until Settle asks for them. Every row still
+// decodes back to itself, whatever the cache budget. With no cache, or one
+// that never fills, a keyed row is filled exactly when no earlier row of
+// its step has its key, it is not a kept row unchanged since it was last
+// sent (by key), and the cache has not got its key (it gets it when a
+// filled row goes out encoded).
+TEST(StepRowEncoder, KeyedRowsMatchABruteForceOracle) {
+  const int32_t vocab = 1000;
+  const size_t words = static_cast<size_t>(vocab + 31) / 32;
+  // Key k names distinct[kRowOfKey[k]]; keys 0 and 3 name the same row.
+  const int kRowOfKey[] = {0, 1, 2, 0, 3};
+  const std::vector<std::vector<uintptr_t>> keys = {
+      {7, 0}, {7, 1}, {7, 2}, {7, 3}, {7, 4}};
+  const auto owner = std::make_shared<int>(0);
+  const std::shared_ptr<const void> owner_handle = owner;
+  for (size_t budget : {size_t{0}, size_t{600}, size_t{1} << 30}) {
+    SCOPED_TRACE(::testing::Message() << "budget " << budget);
+    const bool modeled = budget != 600;  // 600: evicts, decoding checked
+    std::mt19937 rng(5);
+    std::vector<std::vector<uint32_t>> distinct(4,
+                                                std::vector<uint32_t>(words));
+    for (auto& row : distinct) {
+      for (auto& w : row) w = static_cast<uint32_t>(rng());
+      row.back() &= (uint32_t{1} << (vocab % 32)) - 1;
+    }
+    std::vector<RowMemory> memories(3);
+    const bool keeps[3] = {true, true, false};
+    std::vector<std::vector<uint32_t>> client(3);
+    std::vector<int> sent_key(3, -1);  // oracle: key last sent, -1: none
+    std::set<int> cached;              // oracle
+    StepRowEncoder encoder(budget);
+    for (int step = 0; step < 200; ++step) {
+      SCOPED_TRACE(::testing::Message() << "step " << step);
+      const size_t n = 1 + rng() % 8;
+      std::vector<uint32_t> rows(n * words, 0xdeadbeef);
+      std::vector<uint32_t> want(n * words);
+      std::vector<MaskRow> out(n);
+      std::vector<int> sequence(n, -1), key_of(n, -1);
+      std::vector<bool> expect_fill(n, false), expect_previous(n, false);
+      for (size_t i = 0; i < n; ++i) {
+        if (i < memories.size() && rng() % 2 == 0) sequence[i] = int(i);
+        const int row_index = static_cast<int>(rng() % distinct.size());
+        if (rng() % 4 != 0) {
+          key_of[i] = static_cast<int>(rng() % keys.size());
+          std::memcpy(want.data() + i * words,
+                      distinct[kRowOfKey[key_of[i]]].data(), 4 * words);
+        } else {
+          std::memcpy(want.data() + i * words, distinct[row_index].data(),
+                      4 * words);
+          std::memcpy(rows.data() + i * words, distinct[row_index].data(),
+                      4 * words);
+        }
+      }
+      for (size_t i = 0; i < n; ++i) {
+        const int k = sequence[i];
+        const int key = key_of[i];
+        RowKey row_key;
+        if (key >= 0) row_key = {absl::MakeConstSpan(keys[key]), &owner_handle};
+        encoder.Add(rows.data() + i * words, vocab, row_key,
+                    k < 0 ? nullptr : &memories[k], k >= 0 && keeps[k],
+                    &out[i]);
+        if (key >= 0) {
+          bool earlier = false;
+          for (size_t e = 0; e < i; ++e) earlier |= key_of[e] == key;
+          const bool unchanged = k >= 0 && sent_key[k] == key;
+          expect_previous[i] = unchanged && keeps[k];
+          expect_fill[i] =
+              !earlier && !expect_previous[i] && !cached.count(key);
+        }
+      }
+      const std::vector<size_t>& to_fill = encoder.Settle();
+      std::vector<bool> filled(n, false);
+      for (size_t i : to_fill) {
+        ASSERT_LT(i, n);
+        filled[i] = true;
+        std::memcpy(rows.data() + i * words, want.data() + i * words,
+                    4 * words);
+      }
+      if (modeled) {
+        EXPECT_EQ(filled, expect_fill);
+      }
+      for (size_t i = 0; i < n; ++i) {
+        if (expect_previous[i]) {
+          EXPECT_TRUE(out[i].has_same_as_previous()) << i;
+        }
+      }
+      size_t encodes = 0;
+      encoder.Finish(Serial(&encodes));
+      for (size_t i = 0; i < n; ++i) {
+        if (sequence[i] >= 0) sent_key[sequence[i]] = key_of[i];
+        const bool reference =
+            out[i].has_same_as() || out[i].has_same_as_previous();
+        if (budget > 0 && filled[i] && !reference) cached.insert(key_of[i]);
+      }
+      std::vector<uint32_t> decoded(n * words);
+      proto::StepRowDecoder decoder;
+      for (size_t i = 0; i < n; ++i) {
+        const int k = sequence[i];
+        const bool kept = k >= 0 && keeps[k] && !client[k].empty();
+        absl::Status s = decoder.Next(out[i], vocab, decoded.data() + i * words,
+                                      kept ? client[k].data() : nullptr);
+        ASSERT_TRUE(s.ok()) << s;
+        if (k >= 0 && keeps[k]) {
+          client[k].assign(decoded.begin() + i * words,
+                           decoded.begin() + (i + 1) * words);
+        }
+      }
+      ASSERT_EQ(decoded, want);
+    }
+  }
+}
+
+// A cached encoding keeps its grammar alive: the key's pointers cannot be
+// reused by another grammar while the cache may answer for them.
+TEST(StepRowEncoder, TheCacheHoldsWhatItsKeysName) {
+  const std::vector<uintptr_t> key = {1, 2};
+  auto owner = std::make_shared<int>(0);
+  std::weak_ptr<int> watch = owner;
+  std::vector<uint32_t> row = {5};
+  MaskRow out;
+  {
+    StepRowEncoder encoder(1 << 20);
+    std::shared_ptr<const void> handle = std::move(owner);
+    encoder.Add(row.data(), 32, {absl::MakeConstSpan(key), &handle}, nullptr,
+                false, &out);
+    ASSERT_EQ(encoder.Settle().size(), 1u);
+    size_t encodes = 0;
+    encoder.Finish(Serial(&encodes));
+    EXPECT_EQ(encodes, 1u);
+    EXPECT_FALSE(watch.expired()) << "held by the handle";
+    handle.reset();
+    EXPECT_FALSE(watch.expired()) << "held by the cache";
+  }
+  EXPECT_TRUE(watch.expired());
+}
+
 // Rows that differ only in lanes the hash does not sample share a hash; the
 // memcmp tells them apart and a later copy of either still finds it.
 TEST(StepRowEncoder, TellsApartRowsWhoseHashesCollide) {
@@ -123,10 +269,11 @@ TEST(StepRowEncoder, TellsApartRowsWhoseHashesCollide) {
   rows[2 * words + 3] = 1;  // word 3 neither
   std::memcpy(rows.data() + 3 * words, rows.data() + words, 4 * words);
   std::vector<MaskRow> out(4);
-  StepRowEncoder encoder;
+  StepRowEncoder encoder(0);
   for (size_t i = 0; i < 4; ++i) {
-    encoder.Add(rows.data() + i * words, vocab, nullptr, false, &out[i]);
+    encoder.Add(rows.data() + i * words, vocab, {}, nullptr, false, &out[i]);
   }
+  encoder.Settle();
   size_t encodes = 0;
   encoder.Finish(Serial(&encodes));
   EXPECT_EQ(encodes, 3u);
@@ -138,9 +285,11 @@ TEST(StepRowEncoder, TellsApartRowsWhoseHashesCollide) {
 TEST(StepRowEncoder, NeverRefersAcrossVocabularies) {
   std::vector<uint32_t> zeros(4, 0);
   MaskRow a, b;
-  StepRowEncoder encoder;
-  encoder.Add(zeros.data(), 128, nullptr, false, &a);
-  encoder.Add(zeros.data(), 100, nullptr, false, &b);  // same words, 100 tokens
+  StepRowEncoder encoder(0);
+  encoder.Add(zeros.data(), 128, {}, nullptr, false, &a);
+  encoder.Add(zeros.data(), 100, {}, nullptr, false,
+              &b);  // same words, 100 tokens
+  encoder.Settle();
   size_t encodes = 0;
   encoder.Finish(Serial(&encodes));
   EXPECT_EQ(encodes, 2u);

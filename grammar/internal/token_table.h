@@ -57,6 +57,8 @@ class TokenSet {
   // all zeros (cleared by the first call that writes it), which lets a
   // bitset be copied rather than merged.
   void AddTo(uint32_t* row, int32_t words, bool* clean) const;
+  bool is_bitset() const { return !bits_.empty(); }
+  bool empty() const { return bits_.empty() && ids_.empty(); }
   size_t MemoryBytes() const;
 
   void Save(ByteWriter* out) const;

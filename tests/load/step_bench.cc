@@ -2,9 +2,9 @@
 // sees it. Starts the daemon (or uses --target), compiles one JSON schema,
 // opens --streams Decode streams of --batch sequences each, and steps them
 // as fast as it can: every step reports one random allowed token per
-// sequence (a uniform pick from its decoded mask, seeded) and waits for the
-// next masks; a sequence that terminates is closed and reopened. Prints one
-// final line to stdout:
+// sequence (a uniform pick from its mask row as encoded, seeded) and waits
+// for the next masks; a sequence that terminates is closed and reopened.
+// Prints one final line to stdout:
 //
 //   RESULT batch=B steps_per_s=... step_p50_us=... step_p99_us=...
 //          bytes_per_step=... fill_p50_us=... bare_p50_us=...
@@ -22,8 +22,10 @@
 // entirely before stepping: first visits of states are the engine's cost
 // (maskbench measures them), not the service's.
 //
-// Cost: as fast as the daemon goes; the client decodes every mask row (as a
-// node uploading it would) on one thread per stream.
+// Cost: as fast as the daemon goes; the client samples each mask row from
+// its wire form on one thread per stream (CountAllowed and NthAllowed in
+// proto/mask_rows.h), so the daemon is not left idle between steps by
+// client work a node does on its GPU.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -53,7 +55,6 @@
 #include "service/constraint.h"
 #include "service/grammarctl/constraint_spec.h"
 #include "service/grammarctl/decode_stream.h"
-#include "service/grammarctl/masked_sampler.h"
 #include "tests/load/prometheus_scrape.h"
 #include "tests/support/daemon.h"
 #include "tests/support/paths.h"
@@ -184,8 +185,7 @@ class StreamRunner {
         stub_(v1::Grammard::NewStub(grammard::grammarctl::Connect(
             setup.target, /*private_connection=*/true))),
         stream_(stub_.get(),
-                std::chrono::system_clock::now() + std::chrono::hours(1)),
-        words_(static_cast<size_t>(setup.tokenizer.vocab_size() + 31) / 32) {}
+                std::chrono::system_clock::now() + std::chrono::hours(1)) {}
 
   StreamResult Run() {
     bool arrived = false;
@@ -224,7 +224,8 @@ class StreamRunner {
     uint64_t id = 0;
     int32_t pending = -1;  // the token to report at the next step
     bool ready = false;
-    std::vector<uint32_t> previous_row;  // with --keep_previous_rows
+    v1::MaskRow previous;  // with --keep_previous_rows, once has_previous
+    bool has_previous = false;
   };
 
   Sequence NewSequence() {
@@ -284,20 +285,33 @@ class StreamRunner {
               .count());
       result_.result_bytes += static_cast<double>(result_step_.ByteSizeLong());
     }
+    // Each row is sampled as it came, references resolved to the rows they
+    // repeat: decoding every row into 16 KB of words would leave the daemon
+    // idle for a millisecond a step, which a node's GPU upload does not.
     const int32_t vocab_size = setup_.tokenizer.vocab_size();
-    auto decoded = grammard::proto::DecodeStepRows(
-        result_step_, [&](size_t) { return vocab_size; },
-        [&](size_t i) -> const uint32_t* {
-          const std::vector<uint32_t>& kept = stepped_[i]->previous_row;
-          return kept.empty() ? nullptr : kept.data();
-        });
-    if (!decoded.ok()) return decoded.status();
+    resolved_.clear();
     for (size_t i = 0; i < stepped_.size(); ++i) {
       Sequence& seq = *stepped_[i];
       const v1::SequenceResult& r = result_step_.sequences(static_cast<int>(i));
       if (r.has_error()) {
         return absl::Status(static_cast<absl::StatusCode>(r.error().code()),
                             r.error().message());
+      }
+      for (int j = 0; j < r.rows_size(); ++j) {
+        const v1::MaskRow& row = r.rows(j);
+        const v1::MaskRow* target = &row;
+        if (row.has_same_as()) {
+          if (row.same_as() >= resolved_.size()) {
+            return absl::InternalError("same_as refers to no earlier row");
+          }
+          target = resolved_[row.same_as()];
+        } else if (row.has_same_as_previous()) {
+          if (j != 0 || !seq.has_previous) {
+            return absl::InternalError("same_as_previous with no kept row");
+          }
+          target = &seq.previous;
+        }
+        resolved_.push_back(target);
       }
       if (r.terminated()) {
         if (absl::Status s = stream_.Close(seq.id); !s.ok()) return s;
@@ -307,13 +321,20 @@ class StreamRunner {
         continue;
       }
       if (r.rows_size() == 0) return absl::InternalError("a result, no row");
-      const uint32_t* row = decoded->words.data() + decoded->offsets[i];
-      words_.assign(row, row + words_.size());
+      const v1::MaskRow& first = *resolved_[resolved_.size() - r.rows_size()];
+      auto allowed = grammard::proto::CountAllowed(first, vocab_size);
+      if (!allowed.ok()) return allowed.status();
+      if (*allowed == 0) return absl::InternalError("a row allows nothing");
+      auto token = grammard::proto::NthAllowed(
+          first, vocab_size,
+          std::uniform_int_distribution<int64_t>(0, *allowed - 1)(rng_));
+      if (!token.ok()) return token.status();
+      seq.pending = *token;
       if (absl::GetFlag(FLAGS_keep_previous_rows) &&
           !r.rows(0).has_same_as_previous()) {
-        seq.previous_row = words_;
+        seq.previous = first;
+        seq.has_previous = true;
       }
-      seq.pending = grammard::grammarctl::UniformAllowed(words_, &rng_);
     }
     return absl::OkStatus();
   }
@@ -323,7 +344,7 @@ class StreamRunner {
   StartGate* const gate_;
   std::unique_ptr<v1::Grammard::Stub> stub_;
   DecodeStream stream_;
-  std::vector<uint32_t> words_;
+  std::vector<const v1::MaskRow*> resolved_;  // this step's rows, resolved
   std::vector<Sequence> sequences_;
   std::vector<Sequence*> stepped_;
   uint64_t next_id_ = 1;
