@@ -6,11 +6,11 @@
 #include <functional>
 #include <thread>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/arena.h"
 #include "proto/mask_rows.h"
 #include "service/sequence.h"
 #include "service/step_rows.h"
@@ -165,6 +165,7 @@ class GrammardService::Stream {
     std::vector<uintptr_t> key;          // row 0's, when it has one
     RowMemory first_row;                 // its row 0 as last sent
     Clock::duration fill_time;           // this step's, for the metric
+    uint64_t stepped_in = 0;             // the step_serial_ it was last in
     // Compile listeners hold a weak reference: a closed sequence gets no
     // status, even if its id is reused.
     std::shared_ptr<char> alive = std::make_shared<char>();
@@ -209,6 +210,24 @@ class GrammardService::Stream {
   grpc::ServerContext* const context_;
   ReaderWriter* const rw_;
   std::unordered_map<uint64_t, Slot> sequences_;
+  // Step scratch, kept for its capacity.
+  uint64_t step_serial_ = 0;
+  std::vector<Work> work_;
+  std::vector<Slot*> added_;
+  // Each request and its response live here until the next request is
+  // read: a step's messages (tens of KB in hundreds of pieces) cost no
+  // allocation while they fit the first block.
+  static google::protobuf::ArenaOptions ArenaOptionsFor(
+      std::vector<char>* block) {
+    google::protobuf::ArenaOptions options;
+    options.initial_block = block->data();
+    options.initial_block_size = block->size();
+    options.start_block_size = block->size();
+    options.max_block_size = 4 * block->size();
+    return options;
+  }
+  std::vector<char> arena_block_ = std::vector<char>(size_t{256} << 10);
+  google::protobuf::Arena arena_{ArenaOptionsFor(&arena_block_)};
   StepRowEncoder row_encoder_{service_->options_.row_cache_bytes};
 
   absl::Mutex write_mu_;  // one Write at a time
@@ -222,9 +241,11 @@ class GrammardService::Stream {
 };
 
 grpc::Status GrammardService::Stream::Run() {
-  v1::DecodeRequest request;
-  v1::DecodeResponse response;
-  while (rw_->Read(&request)) {
+  while (true) {
+    arena_.Reset();
+    auto& request =
+        *google::protobuf::Arena::CreateMessage<v1::DecodeRequest>(&arena_);
+    if (!rw_->Read(&request)) break;
     {
       absl::MutexLock lock(&step_mu_);
       last_active_ = Clock::now();
@@ -243,7 +264,9 @@ grpc::Status GrammardService::Stream::Run() {
           in_step_ = true;
         }
         const auto start = Clock::now();
-        response.Clear();
+        auto& response =
+            *google::protobuf::Arena::CreateMessage<v1::DecodeResponse>(
+                &arena_);
         Step(request.step(), response.mutable_step());
         const bool written = Write(response);
         service_->metrics_->steps->Increment();
@@ -425,8 +448,9 @@ absl::Status GrammardService::Stream::Ready(uint64_t id, Slot* slot) {
 void GrammardService::Stream::Step(const v1::Step& step,
                                    v1::StepResult* result) {
   result->set_step_id(step.step_id());
-  std::vector<Work> work;
-  std::unordered_set<uint64_t> seen;
+  std::vector<Work>& work = work_;
+  work.clear();
+  ++step_serial_;
   for (const v1::SequenceStep& s : step.sequences()) {
     v1::SequenceResult* r = result->add_sequences();
     r->set_sequence_id(s.sequence_id());
@@ -435,11 +459,12 @@ void GrammardService::Stream::Step(const v1::Step& step,
     if (it == sequences_.end()) {
       status = absl::NotFoundError(absl::StrCat("sequence ", s.sequence_id(),
                                                 " is not open on this stream"));
-    } else if (!seen.insert(s.sequence_id()).second) {
+    } else if (it->second.stepped_in == step_serial_) {
       status = absl::InvalidArgumentError(
           absl::StrCat("sequence ", s.sequence_id(), " appears twice in step ",
                        step.step_id()));
     } else {
+      it->second.stepped_in = step_serial_;
       status = Ready(s.sequence_id(), &it->second);
     }
     if (!status.ok()) {
@@ -452,7 +477,8 @@ void GrammardService::Stream::Step(const v1::Step& step,
   ForEach(work.size(), [&](size_t i) { RunOne(work[i]); });
   // Rows in wire order; a keyed first row is filled only if the encoder
   // cannot settle it by its key.
-  std::vector<Slot*> added;
+  std::vector<Slot*>& added = added_;
+  added.clear();
   for (const Work& w : work) {
     if (w.result->rows_size() == 0) continue;  // failed
     const int32_t vocab_size = w.slot->sequence->vocab_size();

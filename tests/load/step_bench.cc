@@ -61,8 +61,10 @@
 
 ABSL_FLAG(int, batch, 1, "Sequences per stream, stepped together.");
 ABSL_FLAG(int, streams, 1, "Concurrent Decode streams (one thread each).");
-ABSL_FLAG(int, steps, 500, "Timed steps per stream.");
-ABSL_FLAG(int, warmup_steps, 20, "Untimed steps per stream first.");
+ABSL_FLAG(int, steps, 2000, "Timed steps per stream.");
+ABSL_FLAG(int, warmup_steps, 200,
+          "Untimed steps per stream first, so that a long-lived stream's "
+          "steady state is timed (its cache of row encodings warm).");
 ABSL_FLAG(std::string, tokenizer, "llama3", "Tokenizer to decode with.");
 ABSL_FLAG(std::string, schema, "",
           "JSON Schema file; empty: ../shared/bench/order_schema.json beside "
