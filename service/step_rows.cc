@@ -78,9 +78,18 @@ void StepRowEncoder::Add(const uint32_t* words, int32_t vocab_size, RowKey key,
 
 const grammard::v1::MaskRow* StepRowEncoder::FindCached(
     absl::Span<const uintptr_t> key) {
-  if (auto it = newer_.find(key); it != newer_.end()) return &it->second.row;
+  // A key whose grammar is gone may name another grammar's objects now.
+  if (auto it = newer_.find(key); it != newer_.end()) {
+    if (!it->second.owner.expired()) return &it->second.row;
+    newer_.erase(it);
+    return nullptr;
+  }
   auto it = older_.find(key);
   if (it == older_.end()) return nullptr;
+  if (it->second.owner.expired()) {
+    older_.erase(it);
+    return nullptr;
+  }
   auto node = older_.extract(it);
   newer_bytes_ +=
       node.mapped().row.ByteSizeLong() + sizeof(uintptr_t) * node.key().size();
@@ -94,11 +103,10 @@ void StepRowEncoder::Cache(const Row& row) {
     newer_.clear();
     newer_bytes_ = 0;
   }
-  auto [it, inserted] = newer_.try_emplace(
-      std::vector<uintptr_t>(row.key.begin(), row.key.end()));
-  if (!inserted) return;
-  it->second.owner = *row.owner;
-  it->second.row = *row.out;
+  Cached& cached =
+      newer_[std::vector<uintptr_t>(row.key.begin(), row.key.end())];
+  cached.owner = *row.owner;
+  cached.row = *row.out;
   newer_bytes_ += row.out->ByteSizeLong() + sizeof(uintptr_t) * row.key.size();
 }
 

@@ -51,7 +51,8 @@ struct RowMemory {
   grammard::v1::MaskRow encoded;
 };
 
-// A row's key (empty: none) and what keeps the objects it names alive.
+// A row's key (empty: none) and what keeps the objects it names alive
+// (the cache holds it weakly: an entry dies with its grammar).
 struct RowKey {
   absl::Span<const uintptr_t> key;
   const std::shared_ptr<const void>* owner = nullptr;
@@ -116,7 +117,7 @@ class StepRowEncoder {
                     absl::Span<const uintptr_t> b) const;
   };
   struct Cached {
-    std::shared_ptr<const void> owner;
+    std::weak_ptr<const void> owner;
     grammard::v1::MaskRow row;
   };
   using Generation =
