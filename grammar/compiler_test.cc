@@ -132,6 +132,13 @@ std::shared_ptr<const Vocabulary> RandomVocab(std::mt19937* rng) {
   return *Vocabulary::FromTokens(tokens, {eos}, {eos}, {"random", {}, 100});
 }
 
+// An EBNF grammar compiled for a random vocabulary drawn from `rng`.
+absl::StatusOr<CompiledGrammar> CompileForRandomVocab(const std::string& ebnf,
+                                                      std::mt19937* rng) {
+  GrammarCompiler compiler(RandomVocab(rng));
+  return compiler.CompileEbnf(ebnf);
+}
+
 // Walks random allowed tokens, comparing every mask bit with the oracle.
 void CheckAgainstOracle(const CompiledGrammar& grammar,
                         const EarleyOracle& oracle, std::mt19937* rng,
@@ -181,10 +188,8 @@ TEST(CompilerTest, RandomEbnfGrammarsMatchTheOracle) {
   int compared = 0;
   for (uint32_t seed = 1; seed <= 300; ++seed) {
     std::mt19937 rng(seed);
-    std::string text = EbnfGen(seed * 31 + 7).Grammar();
-    auto vocab = RandomVocab(&rng);
-    GrammarCompiler compiler(vocab);
-    auto compiled = compiler.CompileEbnf(text);
+    const std::string text = EbnfGen(seed * 31 + 7).Grammar();
+    auto compiled = CompileForRandomVocab(text, &rng);
     if (!compiled.ok()) {
       // Only grammars that cannot complete may fail here.
       EXPECT_NE(compiled.status().message().find("accepts no string"),
@@ -248,10 +253,8 @@ TEST(CompilerTest, EqualMaskKeysMeanEqualMasks) {
   int repeats = 0, keyed = 0, steps = 0;
   for (uint32_t seed = 1; seed <= 200; ++seed) {
     std::mt19937 rng(seed);
-    std::string text = EbnfGen(seed * 31 + 7).Grammar();
-    auto vocab = RandomVocab(&rng);
-    GrammarCompiler compiler(vocab);
-    auto compiled = compiler.CompileEbnf(text);
+    const std::string text = EbnfGen(seed * 31 + 7).Grammar();
+    auto compiled = CompileForRandomVocab(text, &rng);
     if (!compiled.ok()) continue;
     std::map<std::vector<uintptr_t>, std::vector<uint32_t>> seen;
     std::vector<uintptr_t> key;
@@ -273,7 +276,7 @@ TEST(CompilerTest, EqualMaskKeysMeanEqualMasks) {
           EXPECT_TRUE(key.empty());
         }
         std::vector<int32_t> allowed;
-        for (int32_t id = 0; id < vocab->size(); ++id) {
+        for (int32_t id = 0; id < compiled->vocabulary().size(); ++id) {
           if (Bit(row, id)) allowed.push_back(id);
         }
         if (allowed.empty()) break;

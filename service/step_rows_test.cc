@@ -34,6 +34,31 @@ std::vector<uint32_t> Decode(const std::vector<MaskRow>& rows,
   return out;
 }
 
+// Decodes a step's rows as a client does: row i belongs to sequence
+// sequence[i] (-1: none of the three), whose first rows the client keeps
+// in (*client)[k] when keeps[k].
+std::vector<uint32_t> DecodeAsClient(
+    const std::vector<MaskRow>& out, int32_t vocab,
+    const std::vector<int>& sequence, const bool* keeps,
+    std::vector<std::vector<uint32_t>>* client) {
+  const size_t words = static_cast<size_t>(vocab + 31) / 32;
+  std::vector<uint32_t> decoded(out.size() * words);
+  proto::StepRowDecoder decoder;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int k = sequence[i];
+    std::vector<uint32_t>* kept = k >= 0 && keeps[k] ? &(*client)[k] : nullptr;
+    absl::Status s = decoder.Next(
+        out[i], vocab, decoded.data() + i * words,
+        kept != nullptr && !kept->empty() ? kept->data() : nullptr);
+    EXPECT_TRUE(s.ok()) << s;
+    if (kept != nullptr) {
+      kept->assign(decoded.begin() + i * words,
+                   decoded.begin() + (i + 1) * words);
+    }
+  }
+  return decoded;
+}
+
 // Against a brute-force oracle: steps of rows drawn from a few distinct
 // rows; the first rows of a step may belong to one of three sequences with
 // a memory (sequence 1's client keeps its previous row). Every row decodes
@@ -103,19 +128,8 @@ TEST(StepRowEncoder, MatchesABruteForceOracle) {
         EXPECT_EQ(out[i].has_same_as(), expect_same_as[i]);
       }
 
-      std::vector<uint32_t> decoded(n * words);
-      proto::StepRowDecoder decoder;
-      for (size_t i = 0; i < n; ++i) {
-        const int k = sequence[i];
-        const bool kept = k >= 0 && keeps[k] && !client[k].empty();
-        absl::Status s = decoder.Next(out[i], vocab, decoded.data() + i * words,
-                                      kept ? client[k].data() : nullptr);
-        ASSERT_TRUE(s.ok()) << s;
-        if (k >= 0 && keeps[k]) {
-          client[k].assign(decoded.begin() + i * words,
-                           decoded.begin() + (i + 1) * words);
-        }
-      }
+      const std::vector<uint32_t> decoded =
+          DecodeAsClient(out, vocab, sequence, keeps, &client);
       EXPECT_EQ(decoded, rows) << "vocab " << vocab << " step " << step;
     }
   }
@@ -217,19 +231,8 @@ TEST(StepRowEncoder, KeyedRowsMatchABruteForceOracle) {
             out[i].has_same_as() || out[i].has_same_as_previous();
         if (budget > 0 && filled[i] && !reference) cached.insert(key_of[i]);
       }
-      std::vector<uint32_t> decoded(n * words);
-      proto::StepRowDecoder decoder;
-      for (size_t i = 0; i < n; ++i) {
-        const int k = sequence[i];
-        const bool kept = k >= 0 && keeps[k] && !client[k].empty();
-        absl::Status s = decoder.Next(out[i], vocab, decoded.data() + i * words,
-                                      kept ? client[k].data() : nullptr);
-        ASSERT_TRUE(s.ok()) << s;
-        if (k >= 0 && keeps[k]) {
-          client[k].assign(decoded.begin() + i * words,
-                           decoded.begin() + (i + 1) * words);
-        }
-      }
+      const std::vector<uint32_t> decoded =
+          DecodeAsClient(out, vocab, sequence, keeps, &client);
       ASSERT_EQ(decoded, want);
     }
   }
