@@ -504,20 +504,16 @@ void GrammardService::Stream::Step(const v1::Step& step,
     ForEach(n, fn);
   });
   for (const Work& w : work) {
-    if (w.result->rows_size() == 0) continue;
+    if (w.result->has_error()) {  // failed in RunOne: no rows
+      service_->metrics_->CountError(
+          static_cast<absl::StatusCode>(w.result->error().code()));
+      continue;
+    }
     service_->metrics_->mask_fill_seconds->Observe(
         std::chrono::duration<double>(w.slot->fill_time).count());
-  }
-  for (const Work& w : work) {
     for (const v1::MaskRow& row : w.result->rows()) {
       service_->metrics_->CountMaskRow(proto::EncodingOf(row),
                                        row.ByteSizeLong());
-    }
-  }
-  for (const Work& w : work) {
-    if (w.result->has_error()) {
-      service_->metrics_->CountError(
-          static_cast<absl::StatusCode>(w.result->error().code()));
     }
   }
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "proto/mask_rows.h"
 
@@ -76,6 +77,22 @@ void StepRowEncoder::Add(const uint32_t* words, int32_t vocab_size, RowKey key,
                       /*unchanged=*/false, kNone, kNone});
 }
 
+uint32_t StepRowEncoder::Link(absl::flat_hash_map<uint64_t, uint32_t>* last,
+                              uint64_t hash, uint32_t index) {
+  auto [it, inserted] = last->try_emplace(hash, index);
+  if (inserted) return kNone;
+  return std::exchange(it->second, index);
+}
+
+template <typename Same>
+uint32_t StepRowEncoder::Earlier(const Row& row, uint32_t Row::*next,
+                                 Same same) const {
+  for (uint32_t e = row.*next; e != kNone; e = rows_[e].*next) {
+    if (rows_[e].vocab_size == row.vocab_size && same(rows_[e])) return e;
+  }
+  return kNone;
+}
+
 const grammard::v1::MaskRow* StepRowEncoder::FindCached(
     absl::Span<const uintptr_t> key) {
   // A key whose grammar is gone may name another grammar's objects now.
@@ -140,25 +157,18 @@ const std::vector<size_t>& StepRowEncoder::Settle() {
     row.unchanged = row.memory != nullptr && SameKey(row.memory->key, row.key);
     // Every keyed row is listed, whatever it is sent as: later rows may
     // refer to it.
-    auto [last, inserted] =
-        last_with_key_hash_.try_emplace(KeyHash(row.key, row.vocab_size), i);
-    row.next_same_key = inserted ? kNone : last->second;
-    if (!inserted) last->second = i;
+    row.next_same_key =
+        Link(&last_with_key_hash_, KeyHash(row.key, row.vocab_size), i);
     row.settled = true;
     if (row.unchanged && row.client_keeps_previous) {
       row.out->set_same_as_previous(true);
       continue;
     }
-    bool found = false;
-    for (uint32_t e = row.next_same_key; e != kNone && !found;
-         e = rows_[e].next_same_key) {
-      if (rows_[e].vocab_size == row.vocab_size &&
-          SameKey(rows_[e].key, row.key)) {
-        row.out->set_same_as(e);
-        found = true;
-      }
-    }
-    if (found) {
+    const uint32_t earlier =
+        Earlier(row, &Row::next_same_key,
+                [&](const Row& e) { return SameKey(e.key, row.key); });
+    if (earlier != kNone) {
+      row.out->set_same_as(earlier);
       Remember(row);
       continue;
     }
@@ -186,24 +196,18 @@ void StepRowEncoder::Finish(const ForEach& for_each) {
           std::memcmp(row.memory->words.data(), row.words, bytes) == 0;
     }
     // Every row with words is listed, whatever it is sent as.
-    auto [last, inserted] =
-        last_with_hash_.try_emplace(SampledHash(row.words, num_words), i);
-    row.next_same_hash = inserted ? kNone : last->second;
-    if (!inserted) last->second = i;
+    row.next_same_hash =
+        Link(&last_with_hash_, SampledHash(row.words, num_words), i);
     if (row.unchanged && row.client_keeps_previous) {
       row.out->set_same_as_previous(true);
       continue;
     }
-    bool found = false;
-    for (uint32_t e = row.next_same_hash; e != kNone && !found;
-         e = rows_[e].next_same_hash) {
-      if (rows_[e].vocab_size == row.vocab_size &&
-          std::memcmp(rows_[e].words, row.words, bytes) == 0) {
-        row.out->set_same_as(e);
-        found = true;
-      }
-    }
-    if (found) {
+    const uint32_t earlier =
+        Earlier(row, &Row::next_same_hash, [&](const Row& e) {
+          return std::memcmp(e.words, row.words, bytes) == 0;
+        });
+    if (earlier != kNone) {
+      row.out->set_same_as(earlier);
       Remember(row);
       continue;
     }

@@ -125,6 +125,16 @@ class StepRowEncoder {
   const grammard::v1::MaskRow* FindCached(absl::Span<const uintptr_t> key);
   void Cache(const Row& row);
 
+  // Every row is listed in a chain of earlier rows with the same hash (by
+  // key or by words): Link puts row `index` at the head of its hash's
+  // chain in `last` and returns the row it links to (kNone: the first).
+  static uint32_t Link(absl::flat_hash_map<uint64_t, uint32_t>* last,
+                       uint64_t hash, uint32_t index);
+  // The latest earlier row along `row`'s chain (`next`) of its vocabulary
+  // size that `same` accepts, or kNone.
+  template <typename Same>
+  uint32_t Earlier(const Row& row, uint32_t Row::*next, Same same) const;
+
   // Updates `row`'s memory once its `out` is final.
   static void Remember(const Row& row);
 
