@@ -9,6 +9,7 @@
 // proto `bytes`: see proto/grammard.proto).
 #include <chrono>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
@@ -298,6 +299,10 @@ TEST_F(BadInputTest, BadStepsFailOnlyTheirSequence) {
     grpc::StatusCode code;
     std::string fragment;
   } bad[] = {
+      // First, so that the later steps show the bystander steps again.
+      {"listed twice in one step",
+       [](v1::SequenceStep* s) { s->set_sequence_id(1); },
+       grpc::StatusCode::INVALID_ARGUMENT, "sequence 1 appears twice"},
       {"never opened", [](v1::SequenceStep* s) { s->set_sequence_id(99); },
        grpc::StatusCode::NOT_FOUND, "not open"},
       {"token outside the vocabulary",
@@ -313,7 +318,7 @@ TEST_F(BadInputTest, BadStepsFailOnlyTheirSequence) {
        },
        grpc::StatusCode::INVALID_ARGUMENT, "only 0 were accepted"},
   };
-  for (uint64_t step_id = 1; step_id <= 3; ++step_id) {
+  for (uint64_t step_id = 1; step_id <= std::size(bad); ++step_id) {
     const Bad& b = bad[step_id - 1];
     SCOPED_TRACE(b.name);
     v1::DecodeRequest request;
