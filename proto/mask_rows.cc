@@ -53,6 +53,34 @@ int64_t CountBits(const uint32_t* words, int32_t num_words) {
                     : CountBitsPortable(words, num_words);
 }
 
+// The word holding the (*k)-th set bit (from 0), *k then counting within
+// that word; -1 when the row has no more than *k set bits.
+__attribute__((target("popcnt"))) int32_t NthSetWordPopcnt(
+    const uint32_t* words, int32_t num_words, int64_t* k) {
+  for (int32_t w = 0; w < num_words; ++w) {
+    const int64_t bits = __builtin_popcount(words[w]);
+    if (*k < bits) return w;
+    *k -= bits;
+  }
+  return -1;
+}
+
+int32_t NthSetWordPortable(const uint32_t* words, int32_t num_words,
+                           int64_t* k) {
+  for (int32_t w = 0; w < num_words; ++w) {
+    const int64_t bits = CountBitsPortable(words + w, 1);
+    if (*k < bits) return w;
+    *k -= bits;
+  }
+  return -1;
+}
+
+int32_t NthSetWord(const uint32_t* words, int32_t num_words, int64_t* k) {
+  static const bool has_popcnt = __builtin_cpu_supports("popcnt");
+  return has_popcnt ? NthSetWordPopcnt(words, num_words, k)
+                    : NthSetWordPortable(words, num_words, k);
+}
+
 // Writes the ids whose bit equals `want` as varint gaps (see grammard.proto)
 // into *out; false once they would take more than `limit` bytes. The limit
 // is checked once per word, so the buffer has room for a word's worth of
@@ -328,48 +356,54 @@ absl::StatusOr<int64_t> CountAllowed(const grammard::v1::MaskRow& row,
 absl::StatusOr<int32_t> NthAllowed(const grammard::v1::MaskRow& row,
                                    int32_t vocab_size, int64_t k) {
   using v1::MaskRow;
-  auto count = CountAllowed(row, vocab_size);
-  if (!count.ok()) return count.status();
-  if (k < 0 || k >= *count) {
+  // One pass that stops at the k-th id: counting first would read the row
+  // twice, and a sampling client calls this once per sequence and step.
+  auto out_of_range = [&]() -> absl::Status {
+    auto count = CountAllowed(row, vocab_size);
+    if (!count.ok()) return count.status();
     return absl::OutOfRangeError(
         absl::StrCat("mask row: no allowed token number ", k, " of ", *count));
-  }
+  };
+  if (k < 0) return out_of_range();
+  int64_t left = k;
   int32_t found = -1;
   absl::Status s;
   switch (row.encoding_case()) {
     case MaskRow::kAllAllowed:
+      if (k >= vocab_size) return out_of_range();
       return static_cast<int32_t>(k);
     case MaskRow::kBitmap: {
       const auto& words = row.bitmap().words();
-      for (int w = 0;; ++w) {
-        const auto bits = static_cast<int64_t>(__builtin_popcount(words[w]));
-        if (k < bits) {
-          uint32_t word = words[w];
-          for (; k > 0; --k) word &= word - 1;  // drop the lowest k bits
-          return 32 * w + __builtin_ctz(word);
-        }
-        k -= bits;
-      }
+      if (words.size() != WordsFor(vocab_size))
+        return CountAllowed(row, vocab_size).status();
+      const int32_t w = NthSetWord(words.data(), words.size(), &left);
+      if (w < 0) return out_of_range();
+      uint32_t word = words[w];
+      for (; left > 0; --left) word &= word - 1;  // drop the lowest bits
+      return 32 * w + __builtin_ctz(word);
     }
     case MaskRow::kAllowedGaps:
       s = WalkGaps(row.allowed_gaps(), vocab_size, [&](int32_t id) {
-        if (k-- > 0) return true;
+        if (left-- > 0) return true;
         found = id;
         return false;
       });
       break;
-    default: {  // kForbiddenGaps: the k-th id, stepping over forbidden ones
+    case MaskRow::kForbiddenGaps: {  // the k-th id, stepping over forbidden
       int64_t id = k;
       s = WalkGaps(row.forbidden_gaps(), vocab_size, [&](int32_t forbidden) {
         if (forbidden > id) return false;
         ++id;
         return true;
       });
-      found = static_cast<int32_t>(id);
+      if (id < vocab_size) found = static_cast<int32_t>(id);
       break;
     }
+    default:
+      return CountAllowed(row, vocab_size).status();
   }
   if (!s.ok()) return s;
+  if (found < 0) return out_of_range();
   return found;
 }
 

@@ -73,12 +73,16 @@ TEST(MaskRows, CountsAndIndexesAllowedTokensAsEncoded) {
       }
       EXPECT_EQ(NthAllowed(row, vocab, *count).status().code(),
                 absl::StatusCode::kOutOfRange);
+      EXPECT_EQ(NthAllowed(row, vocab, -1).status().code(),
+                absl::StatusCode::kOutOfRange);
     }
   }
   EXPECT_EQ(seen.size(), 4u) << "every encoding but the references";
   MaskRow reference;
   reference.set_same_as(0);
   EXPECT_EQ(CountAllowed(reference, 10).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(NthAllowed(reference, 10, 0).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 

@@ -2,7 +2,7 @@
 # Sets up what is missing, then builds and runs the whole test suite, the
 # sanitizer stage (tools/sanitize.sh: ASan+UBSan over the suite, TSan over
 # service/ and client/; SANITIZE=0 for none) and a short run of every fuzzer
-# (tools/fuzz.sh, FUZZ_SECONDS each: 60 by default, 0 for none). The last
+# (tools/fuzz.sh, FUZZ_SECONDS each: 30 by default, 0 for none). The last
 # line is "N passed, N failed" (after "N skipped"), counted per test case
 # (the sanitizer stage's cases again, as asan:<label> and tsan:<label>) and
 # per fuzzer. Extra arguments go to the main `bazel test` (e.g.
@@ -25,8 +25,8 @@ if [ "${SANITIZE:-1}" != 0 ]; then
     stages+=(--stage "$stage" ".sanitize/$stage.events" ".sanitize/$stage.targets")
   done
 fi
-if [ "${FUZZ_SECONDS:-60}" -gt 0 ]; then
-  tools/fuzz.sh "${FUZZ_SECONDS:-60}" | tee "$fuzz_results" || rc=1
+if [ "${FUZZ_SECONDS:-30}" -gt 0 ]; then
+  tools/fuzz.sh "${FUZZ_SECONDS:-30}" | tee "$fuzz_results" || rc=1
 fi
 python3 tools/test_summary.py "$events" --fuzz "$fuzz_results" "${stages[@]}" $targets
 exit $rc

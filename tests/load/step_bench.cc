@@ -42,6 +42,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
@@ -292,6 +293,7 @@ class StreamRunner {
     // idle for a millisecond a step, which a node's GPU upload does not.
     const int32_t vocab_size = setup_.tokenizer.vocab_size();
     resolved_.clear();
+    counts_.clear();
     for (size_t i = 0; i < stepped_.size(); ++i) {
       Sequence& seq = *stepped_[i];
       const v1::SequenceResult& r = result_step_.sequences(static_cast<int>(i));
@@ -324,12 +326,18 @@ class StreamRunner {
       }
       if (r.rows_size() == 0) return absl::InternalError("a result, no row");
       const v1::MaskRow& first = *resolved_[resolved_.size() - r.rows_size()];
-      auto allowed = grammard::proto::CountAllowed(first, vocab_size);
-      if (!allowed.ok()) return allowed.status();
-      if (*allowed == 0) return absl::InternalError("a row allows nothing");
+      // Rows that repeat one row (same_as) are counted once a step.
+      auto [counted, added] = counts_.try_emplace(&first, 0);
+      if (added) {
+        auto allowed = grammard::proto::CountAllowed(first, vocab_size);
+        if (!allowed.ok()) return allowed.status();
+        counted->second = *allowed;
+      }
+      const int64_t allowed = counted->second;
+      if (allowed == 0) return absl::InternalError("a row allows nothing");
       auto token = grammard::proto::NthAllowed(
           first, vocab_size,
-          std::uniform_int_distribution<int64_t>(0, *allowed - 1)(rng_));
+          std::uniform_int_distribution<int64_t>(0, allowed - 1)(rng_));
       if (!token.ok()) return token.status();
       seq.pending = *token;
       if (absl::GetFlag(FLAGS_keep_previous_rows) &&
@@ -347,6 +355,7 @@ class StreamRunner {
   std::unique_ptr<v1::Grammard::Stub> stub_;
   DecodeStream stream_;
   std::vector<const v1::MaskRow*> resolved_;  // this step's rows, resolved
+  absl::flat_hash_map<const v1::MaskRow*, int64_t> counts_;  // tokens allowed
   std::vector<Sequence> sequences_;
   std::vector<Sequence*> stepped_;
   uint64_t next_id_ = 1;
