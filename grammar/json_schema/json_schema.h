@@ -21,11 +21,14 @@
 // $ref to $defs, definitions, JSON pointers, $anchor and $id, including
 // recursion; $dynamicRef when no other $dynamicAnchor of its name exists;
 // unevaluatedProperties beside allOf/$ref only, unevaluatedItems beside no
-// applicator. Annotations (title, description, default, examples, ...) and
-// unknown keywords are ignored, as the specification says. Not enforced
-// (strict mode refuses them): uniqueItems over unlisted values, the regex,
-// idn-email and idn-hostname formats, multipleOf and lengths whose automata
-// grow too large, $recursiveRef, meta-schemas other than json-schema.org's.
+// applicator; contentEncoding base64 (canonical padding) in draft 7, which
+// lets validators assert content keywords (other encodings and media types,
+// and content keywords of later drafts, are annotations). Annotations (title,
+// description, default, examples, ...) and unknown keywords are ignored, as the
+// specification says. Not enforced (strict mode refuses them): uniqueItems over
+// unlisted values, the regex, idn-email and idn-hostname formats, draft 7's
+// contentMediaType application/json, multipleOf and lengths whose automata grow
+// too large, $recursiveRef, meta-schemas other than json-schema.org's.
 //
 // The policy is never silent. In strict mode (the default) a keyword that
 // cannot be enforced exactly is an InvalidArgument error naming the keyword

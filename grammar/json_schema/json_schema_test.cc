@@ -335,6 +335,36 @@ TEST(JsonSchemaTest, NarrowedFormatsAreNeverComplemented) {
          {"\"2024-01-02\""}, {"\"2024-01-01\""});
 }
 
+// Draft 7 lets validators assert contentEncoding and contentMediaType;
+// 2019-09 and later make them annotations.
+TEST(JsonSchemaTest, ContentKeywordsAreAssertedInDraft7Only) {
+  const std::string draft7 =
+      R"("$schema": "http://json-schema.org/draft-07/schema#", )";
+  Expect("{" + draft7 + R"("contentEncoding": "base64", "maxLength": 8})",
+         {"\"eyJmb28i\"", "\"\"", "\"YQ==\"", "\"YWI=\"", "1"},
+         {"\"eyJmb28iOi%i\"", "\"YR==\"", "\"YWJ=\"", "\"YQ\"",
+          "\"eyJmb28iOiAi\""});
+  Expect(R"({"contentEncoding": "base64"})", {"\"%\""}, {});
+  Expect("{" + draft7 + R"("contentEncoding": "7bit"})", {"\"%\""}, {});
+  ExpectRefused("{" + draft7 + R"("contentMediaType": "Application/JSON"})",
+                "#/contentMediaType");
+  ExpectRefused("{" + draft7 + R"("not": {"contentEncoding": "base64"}})",
+                "#/not/contentEncoding");
+  Expect("{" + draft7 + R"("contentMediaType": "text/html"})", {"\"<\""}, {});
+  Expect(R"({"contentMediaType": "application/json"})", {"\"{:}\""}, {});
+
+  JsonSchemaOptions lenient;
+  lenient.strict = false;
+  absl::StatusOr<JsonSchemaResult> r = JsonSchemaToGrammar(
+      "{" + draft7 +
+          R"("contentMediaType": "application/json", "contentEncoding": "base64"})",
+      lenient);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->dropped.size(), 1u);
+  EXPECT_EQ(r->dropped[0].keyword, "contentMediaType");
+  EXPECT_EQ(r->dropped[0].pointer, "#/contentMediaType");
+}
+
 TEST(JsonSchemaTest, LenientModeListsDroppedKeywords) {
   JsonSchemaOptions lenient;
   lenient.strict = false;

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "grammar/json_schema/internal/formats.h"
 #include "grammar/json_schema/internal/numbers.h"
@@ -67,11 +68,31 @@ TermSet Join(TermSet a, const TermSet& b) {
   return a;
 }
 
+// A regular string constraint: a pattern, a format or a content encoding.
 struct RegexRef {
-  bool format = false;
-  std::string text;  // the pattern, or the format name
+  enum Kind : uint8_t { kPattern, kFormat, kEncoding };
+  Kind kind = kPattern;
+  std::string text;  // the pattern, or the format or encoding name
   int32_t loc = -1;  // where it was written
-  std::string Key() const { return (format ? "f:" : "p:") + text; }
+  std::string Key() const {
+    static constexpr const char* kPrefix[] = {"p:", "f:", "e:"};
+    return kPrefix[kind] + text;
+  }
+  const char* Keyword() const {
+    static constexpr const char* kKeyword[] = {"pattern", "format",
+                                               "contentEncoding"};
+    return kKeyword[kind];
+  }
+  // A format's or encoding's regex (empty for a pattern).
+  FormatInfo Info() const {
+    return kind == kFormat     ? LookupFormat(text)
+           : kind == kEncoding ? LookupContentEncoding(text)
+                               : FormatInfo{};
+  }
+  // Whether its regex refuses some strings the keyword allows, so that
+  // neither its complement nor an empty intersection with it proves
+  // anything.
+  bool Narrower() const { return kind != kPattern && Info().narrower; }
 };
 
 struct StringC {
@@ -239,6 +260,15 @@ std::optional<int64_t> NonNegativeInt(const Json& v) {
     }
   }
   return std::nullopt;
+}
+
+// Whether a contentMediaType names JSON (media types ignore case and may
+// carry parameters).
+bool IsJsonMediaType(const Json& v) {
+  std::string type = absl::AsciiStrToLower(v.get<std::string>());
+  type =
+      std::string(absl::StripAsciiWhitespace(type.substr(0, type.find(';'))));
+  return type == "application/json";
 }
 
 // Keywords this converter acts on.
@@ -1378,7 +1408,7 @@ absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
       if (!it->is_string()) {
         GRAMMARD_RETURN(bad("pattern", "must be a string"));
       } else {
-        RegexRef r{false, it->get<std::string>(), loc};
+        RegexRef r{RegexRef::kPattern, it->get<std::string>(), loc};
         absl::StatusOr<RegexEntry*> entry = GetRegex(r);
         if (!entry.ok()) {
           GRAMMARD_RETURN(bad("pattern", entry.status()));
@@ -1394,12 +1424,33 @@ absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
         GRAMMARD_RETURN(bad(
             "format", absl::StrCat("format \"", name, "\": ", info.reason)));
       } else if (info.support == FormatSupport::kEnforced) {
-        RegexRef r{true, name, loc};
+        RegexRef r{RegexRef::kFormat, name, loc};
         absl::StatusOr<RegexEntry*> entry = GetRegex(r);
         if (!entry.ok()) {
           GRAMMARD_RETURN(bad("format", entry.status()));
         } else {
           s->string.must.push_back(std::move(r));
+        }
+      }
+    }
+    // Draft 7 lets a validator assert the content keywords; later drafts
+    // make them annotations and earlier ones lack them.
+    if (doc_.draft() == Draft::k7) {
+      if (auto it = n.find("contentMediaType");
+          it != n.end() && it->is_string() && IsJsonMediaType(*it)) {
+        GRAMMARD_RETURN(bad("contentMediaType",
+                            "JSON documents inside strings are not enforced"));
+      }
+      if (auto it = n.find("contentEncoding");
+          it != n.end() && it->is_string()) {
+        RegexRef r{RegexRef::kEncoding, it->get<std::string>(), loc};
+        if (r.Info().support == FormatSupport::kEnforced) {
+          absl::StatusOr<RegexEntry*> entry = GetRegex(r);
+          if (!entry.ok()) {
+            GRAMMARD_RETURN(bad("contentEncoding", entry.status()));
+          } else {
+            s->string.must.push_back(std::move(r));
+          }
         }
       }
     }
@@ -1490,7 +1541,7 @@ absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
         rule_ok = false;
       } else {
         for (auto p = it->begin(); p != it->end(); ++p) {
-          RegexRef r{false, p.key(), loc};
+          RegexRef r{RegexRef::kPattern, p.key(), loc};
           absl::StatusOr<RegexEntry*> entry = GetRegex(r);
           if (!entry.ok()) {
             // Without the pattern the keys it governs cannot be told apart
@@ -1638,7 +1689,7 @@ absl::Status Converter::CollectEvaluated(int32_t loc, int depth,
   }
   if (auto it = n.find("patternProperties"); it != n.end() && it->is_object()) {
     for (auto p = it->begin(); p != it->end(); ++p) {
-      ev->patterns.push_back(RegexRef{false, p.key(), loc});
+      ev->patterns.push_back(RegexRef{RegexRef::kPattern, p.key(), loc});
     }
   }
   if (auto it = n.find("allOf"); it != n.end() && it->is_array()) {
@@ -1680,6 +1731,8 @@ absl::StatusOr<Dnf> Converter::NegOwn(int32_t loc) {
                                         "minProperties",
                                         "maxProperties",
                                         "propertyNames",
+                                        "contentEncoding",
+                                        "contentMediaType",
                                         "unevaluatedProperties",
                                         "unevaluatedItems"};
   std::vector<Dnf> parts;
@@ -1812,8 +1865,9 @@ absl::StatusOr<Dnf> Converter::NegKeyword(int32_t loc, const std::string& key) {
   }
   if (key == "pattern" || key == "format") {
     if (!v.is_string()) return unsupported("not a string");
-    RegexRef r{key == "format", v.get<std::string>(), loc};
-    if (r.format) {
+    RegexRef r{key == "format" ? RegexRef::kFormat : RegexRef::kPattern,
+               v.get<std::string>(), loc};
+    if (r.kind == RegexRef::kFormat) {
       FormatInfo info = LookupFormat(r.text);
       if (info.support == FormatSupport::kUnknown) return Dnf{};
       if (info.support == FormatSupport::kUnsupported)
@@ -1830,6 +1884,16 @@ absl::StatusOr<Dnf> Converter::NegKeyword(int32_t loc, const std::string& key) {
     s.types = kStrT;
     s.string.must_not.push_back(std::move(r));
     return Single(std::move(s));
+  }
+  if (key == "contentEncoding" || key == "contentMediaType") {
+    const bool asserted =
+        doc_.draft() == Draft::k7 && v.is_string() &&
+        (key == "contentEncoding"
+             ? LookupContentEncoding(v.get<std::string>()).support ==
+                   FormatSupport::kEnforced
+             : IsJsonMediaType(v));
+    if (!asserted) return Dnf{};  // an annotation, always true
+    return unsupported("its grammar is narrower, so its complement is inexact");
   }
   if (key == "uniqueItems") {
     if (v.is_boolean() && !v.get<bool>()) return Dnf{};
@@ -2175,9 +2239,9 @@ absl::StatusOr<bool> Converter::CheckValue(const Json& v, const SimpleSchema& s,
         absl::StatusOr<const CharDfa*> dfa = RegexDfa(r);
         if (!dfa.ok()) return dfa.status();
         if (Matches(**dfa, str)) continue;
-        if (exact_checks_ && r.format && LookupFormat(r.text).narrower) {
-          return absl::UnimplementedError(
-              absl::StrCat("format \"", r.text, "\" is checked inexactly"));
+        if (exact_checks_ && r.Narrower()) {
+          return absl::UnimplementedError(absl::StrCat(
+              r.Keyword(), " \"", r.text, "\" is checked inexactly"));
         }
         return false;
       }
@@ -2330,7 +2394,7 @@ absl::StatusOr<bool> Converter::Disjoint(const SimpleSchema& a,
       // language was narrowed.
       auto narrowed = [](const StringC& c) {
         for (const RegexRef& r : c.must) {
-          if (r.format && LookupFormat(r.text).narrower) return true;
+          if (r.Narrower()) return true;
         }
         return false;
       };
@@ -2393,8 +2457,8 @@ absl::StatusOr<RegexEntry*> Converter::GetRegex(const RegexRef& r) {
   auto it = regexes_.find(key);
   if (it != regexes_.end()) return it->second.get();
   auto entry = std::make_unique<RegexEntry>();
-  if (r.format) {
-    FormatInfo info = LookupFormat(r.text);
+  if (r.kind != RegexRef::kPattern) {
+    FormatInfo info = r.Info();
     absl::StatusOr<Grammar> g = ParseRegex(info.regex);
     if (!g.ok()) return g.status();
     entry->ir = *std::move(g);
@@ -2700,9 +2764,7 @@ absl::StatusOr<int32_t> Converter::StringExpr(const SimpleSchema& s) {
                           : !c.must_not.empty() ? &c.must_not[0]
                                                 : nullptr;
       const int32_t loc = r != nullptr ? r->loc : c.length_loc;
-      const char* keyword = r == nullptr ? "maxLength"
-                            : r->format  ? "format"
-                                         : "pattern";
+      const char* keyword = r == nullptr ? "maxLength" : r->Keyword();
       if (absl::Status st = Unsupported(
               loc, keyword,
               absl::StrCat("combining the string constraints failed: ",

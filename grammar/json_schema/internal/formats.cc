@@ -190,4 +190,18 @@ FormatInfo LookupFormat(std::string_view name) {
   return info;
 }
 
+FormatInfo LookupContentEncoding(std::string_view name) {
+  FormatInfo info;
+  if (name != "base64") return info;
+  info.support = FormatSupport::kEnforced;
+  // A decoder may ignore the unused low bits of the character before the
+  // padding; a canonical encoder writes them as zero, and so does the
+  // grammar, which makes it narrower than lax decoders.
+  info.regex =
+      "([A-Za-z0-9+/]{4})*([A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}"
+      "[AEIMQUYcgkosw048]=)?";
+  info.narrower = true;
+  return info;
+}
+
 }  // namespace grammard::grammar::json_schema_internal

@@ -42,6 +42,12 @@ struct FormatInfo {
 
 FormatInfo LookupFormat(std::string_view name);
 
+// The same for draft 7's contentEncoding, which a validator may assert:
+// base64 (RFC 4648 section 4, padded) is enforced, in its canonical form
+// only (unused bits of the last character zero), so it is narrower; other
+// encodings are kUnknown.
+FormatInfo LookupContentEncoding(std::string_view name);
+
 }  // namespace grammard::grammar::json_schema_internal
 
 #endif  // GRAMMARD_GRAMMAR_JSON_SCHEMA_INTERNAL_FORMATS_H_
