@@ -98,6 +98,42 @@ TEST_F(CompilePoolTest, EquivalentSchemasShareAnIdButPropertyOrderDoesNot) {
   EXPECT_EQ(a->job->id().size(), 32u);
 }
 
+// Every PropertyOrder on the wire reaches the schema front end: seven
+// declared properties written last-first, and one written twice.
+TEST_F(CompilePoolTest, EveryPropertyOrderOfTheWireIsHonoured) {
+  auto pool = Pool();
+  const std::string schema = R"({"properties": {"p1": {}, "p2": {}, "p3": {},
+      "p4": {}, "p5": {}, "p6": {}, "p7": {}}, "required": ["p7"],
+      "additionalProperties": false})";
+  struct Case {
+    v1::JsonOptions::PropertyOrder order;
+    bool reversed_ok, repeated_ok, declared_order_ok;
+  };
+  for (const Case& c : std::vector<Case>{
+           {v1::JsonOptions::PROPERTY_ORDER_AS_WRITTEN, false, false, true},
+           {v1::JsonOptions::PROPERTY_ORDER_REQUIRED_FIRST, true, false, false},
+           {v1::JsonOptions::PROPERTY_ORDER_ANY, true, false, true},
+           {v1::JsonOptions::PROPERTY_ORDER_ANY_WHEN_SMALL, false, false, true},
+           {v1::JsonOptions::PROPERTY_ORDER_ANY_REPEATABLE, true, true,
+            true}}) {
+    SCOPED_TRACE(v1::JsonOptions::PropertyOrder_Name(c.order));
+    Constraint constraint = Schema(schema);
+    constraint.mutable_json_options()->set_property_order(c.order);
+    constraint.mutable_json_options()->set_whitespace(
+        v1::JsonOptions::WHITESPACE_COMPACT);
+    auto entry = Finish(*pool, constraint);
+    ASSERT_NE(entry, nullptr);
+    ASSERT_TRUE(entry->status.ok()) << entry->status;
+    auto accepts = [&](const std::string& text) {
+      grammar::GrammarMatcher m(*entry->grammar);
+      return m.AcceptString(text).ok() && m.CanTerminate();
+    };
+    EXPECT_EQ(accepts(R"({"p7":1,"p1":2})"), c.reversed_ok);
+    EXPECT_EQ(accepts(R"({"p1":1,"p7":2,"p7":3})"), c.repeated_ok);
+    EXPECT_EQ(accepts(R"({"p1":1,"p7":2})"), c.declared_order_ok);
+  }
+}
+
 TEST_F(CompilePoolTest, FailuresAreCachedButDeadlinesAreNot) {
   auto pool = Pool();
   auto bad = Finish(*pool, Regex("(unclosed"));

@@ -99,6 +99,9 @@ grammar::JsonSchemaOptions ToSchemaOptions(const JsonOptions& o,
     case JsonOptions::PROPERTY_ORDER_ANY_WHEN_SMALL:
       out.property_order = grammar::JsonPropertyOrder::kAnyWhenSmall;
       break;
+    case JsonOptions::PROPERTY_ORDER_ANY_REPEATABLE:
+      out.property_order = grammar::JsonPropertyOrder::kAnyRepeatable;
+      break;
     default:
       out.property_order = grammar::JsonPropertyOrder::kAsWritten;
   }

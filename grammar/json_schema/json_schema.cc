@@ -36,6 +36,8 @@ jsi::PropertyOrder ToOrder(JsonPropertyOrder order) {
       return jsi::PropertyOrder::kAny;
     case JsonPropertyOrder::kAnyWhenSmall:
       return jsi::PropertyOrder::kAnyWhenSmall;
+    case JsonPropertyOrder::kAnyRepeatable:
+      return jsi::PropertyOrder::kAnyRepeatable;
     case JsonPropertyOrder::kAsWritten:
       break;
   }
@@ -92,7 +94,8 @@ absl::StatusOr<JsonSchemaResult> JsonSchemaToGrammar(
   convert.layout = *layout;
   convert.layout.any_member_order =
       options.property_order == JsonPropertyOrder::kAny ||
-      options.property_order == JsonPropertyOrder::kAnyWhenSmall;
+      options.property_order == JsonPropertyOrder::kAnyWhenSmall ||
+      options.property_order == JsonPropertyOrder::kAnyRepeatable;
   convert.layout.number_variants = (*doc)->draft() != jsi::Draft::k4;
   convert.dfa.max_states = options.max_automaton_states;
   convert.dfa.deadline = options.deadline;

@@ -39,10 +39,11 @@
 // written without exponents, constrained strings and keys with escapes only
 // where JSON requires them, objects in the member order chosen below, and
 // enum/const objects in the key order they were written in (any order with
-// JsonPropertyOrder::kAny or kAnyWhenSmall, up to five members). Two limits
-// remain outside any grammar: a member name the schema does not declare may be
-// repeated (RFC 8259 leaves such objects undefined; declared names appear at
-// most once), and strings count at most 65536 characters for min/maxLength.
+// JsonPropertyOrder::kAny, kAnyWhenSmall or kAnyRepeatable, up to five
+// members). Two limits remain outside any grammar: a member name the schema
+// does not declare may be repeated (RFC 8259 leaves such objects undefined;
+// declared names appear at most once but under kAnyRepeatable), and strings
+// count at most 65536 characters for min/maxLength.
 //
 // Cost: linear in the schema for plain schemas; allOf/anyOf/oneOf multiply
 // alternatives (bounded by max_alternatives) and string and number
@@ -83,6 +84,13 @@ enum class JsonPropertyOrder {
                    // objects with many properties are ResourceExhausted
   kAnyWhenSmall,   // kAny for objects of at most 6 declared properties
                    // (64 grammar rules each), kAsWritten for larger ones
+  kAnyRepeatable,  // kAnyWhenSmall, and larger objects in any order too
+                   // where a declared member may appear more than once
+                   // (each occurrence valid, so whichever one a parser
+                   // keeps is valid); rules grow as 2^(required ones).
+                   // Objects with min/maxProperties, a negated
+                   // additionalProperties or more than 6 required
+                   // properties stay as written.
 };
 
 struct JsonSchemaOptions {

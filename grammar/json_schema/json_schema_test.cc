@@ -139,6 +139,23 @@ TEST(JsonSchemaTest, Objects) {
                             "p5": {}, "p6": {}, "p7": {}},
              "additionalProperties": false})",
          {"{\"p1\":1,\"p7\":2}"}, {"{\"p7\":2,\"p1\":1}"}, when_small);
+  // Larger objects in any order too, declared members repeatable; required
+  // ones still required, every occurrence checked.
+  JsonSchemaOptions repeatable;
+  repeatable.property_order = JsonPropertyOrder::kAnyRepeatable;
+  const std::string seven = R"({"properties": {"p1": {}, "p2": {}, "p3": {},
+      "p4": {}, "p5": {}, "p6": {}, "p7": {"type": "integer"}},
+      "required": ["p7", "p2"], "additionalProperties": false)";
+  Expect(seven + "}",
+         {"{\"p7\":2,\"p2\":1}", "{\"p2\":1,\"p1\":0,\"p7\":2}",
+          "{\"p7\":2,\"p2\":1,\"p7\":3}"},
+         {"{\"p7\":2}", "{\"p2\":1,\"p1\":0}",
+          "{\"p7\":2,\"p2\":1,\"p7\":\"x\"}", "{\"p7\":2,\"p2\":1,\"q\":1}"},
+         repeatable);
+  Expect(schema, {"{\"b\":\"x\",\"a\":1}"}, {"{\"a\":1,\"a\":1}"}, repeatable);
+  // Counting members needs each name once: as written.
+  Expect(seven + R"(, "maxProperties": 3})", {"{\"p2\":1,\"p7\":2}"},
+         {"{\"p7\":2,\"p2\":1}", "{\"p2\":1,\"p2\":1,\"p7\":2}"}, repeatable);
   Expect(R"({"patternProperties": {"^x": {"type": "integer"}},
              "additionalProperties": {"type": "string"}})",
          {"{\"x1\":1,\"y\":\"s\"}", "{}"}, {"{\"x1\":\"s\"}", "{\"y\":1}"});

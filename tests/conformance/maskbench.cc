@@ -4,7 +4,8 @@
 //
 //   bazel run -c opt //tests/conformance:maskbench -- [--data=DIR]
 //       [--limit=N] [--threads=N] [--only=TEXT]
-//       [--property_order=as_written|required_first|any|any_when_small]
+//       [--property_order=as_written|required_first|any|any_when_small|
+//                         any_repeatable]
 //       [--deadline_s=S]
 //       [--classify_ahead_ms=MS]
 //
@@ -66,8 +67,8 @@ ABSL_FLAG(std::string, only, "",
           "profiling one schema); --limit applies before it.");
 ABSL_FLAG(int, threads, 2, "Cases run in parallel on this many threads.");
 ABSL_FLAG(std::string, property_order, "as_written",
-          "Member order of objects: as_written, required_first, any or "
-          "any_when_small.");
+          "Member order of objects: as_written, required_first, any, "
+          "any_when_small or any_repeatable.");
 ABSL_FLAG(double, deadline_s, 10,
           "Deadline in seconds for converting and compiling one schema.");
 ABSL_FLAG(double, classify_ahead_ms, -1,
@@ -299,6 +300,8 @@ int Run() {
     options.property_order = grammar::JsonPropertyOrder::kAny;
   } else if (order == "any_when_small") {
     options.property_order = grammar::JsonPropertyOrder::kAnyWhenSmall;
+  } else if (order == "any_repeatable") {
+    options.property_order = grammar::JsonPropertyOrder::kAnyRepeatable;
   } else if (order == "required_first") {
     options.property_order = grammar::JsonPropertyOrder::kRequiredFirst;
   } else if (order != "as_written") {

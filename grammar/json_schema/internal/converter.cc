@@ -3284,13 +3284,37 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
   // index in declared order) and how many members so far (counted only up
   // to what minProperties/maxProperties need).
   const size_t n = members.size();
-  const bool any_order = opt_.order == PropertyOrder::kAny ||
-                         (opt_.order == PropertyOrder::kAnyWhenSmall &&
-                          n <= static_cast<size_t>(kMaxAnyOrderProperties));
+  const bool small = n <= static_cast<size_t>(kMaxAnyOrderProperties);
   const int64_t cap = o.max_props >= 0 ? o.max_props : o.min_props;
+  // kAnyRepeatable's larger objects: declared members in any order, each as
+  // often as the model likes (every occurrence valid, so whichever one a
+  // parser keeps is valid), remembering only which required ones were
+  // written. Counting members, or a witness that a later duplicate could
+  // overwrite, needs each name once: such objects stay as written.
+  size_t num_required = 0;
+  for (const Member& m : members) num_required += m.required;
+  const bool repeatable =
+      opt_.order == PropertyOrder::kAnyRepeatable && !small && cap <= 0 &&
+      witness == nullptr &&
+      num_required <= static_cast<size_t>(kMaxAnyOrderProperties);
+  const bool any_order =
+      opt_.order == PropertyOrder::kAny || repeatable ||
+      (small && (opt_.order == PropertyOrder::kAnyWhenSmall ||
+                 opt_.order == PropertyOrder::kAnyRepeatable));
+  // The bit member j sets in `seen` when written in any order (none for an
+  // optional member that may repeat).
+  std::vector<uint64_t> bit(n, 0);
+  for (size_t j = 0, r = 0; j < n; ++j) {
+    if (!repeatable) {
+      bit[j] = j < 64 ? uint64_t{1} << j : 0;  // past 20: refused below
+    } else if (members[j].required) {
+      bit[j] = uint64_t{1} << r++;
+    }
+  }
   const int64_t count_states = (cap + 1) * (witness != nullptr ? 2 : 1);
+  const size_t seen_bits = repeatable ? num_required : n;
   const int64_t member_states =
-      any_order ? (n >= 20 ? int64_t{1} << 20 : int64_t{1} << n)
+      any_order ? (seen_bits >= 20 ? int64_t{1} << 20 : int64_t{1} << seen_bits)
                 : static_cast<int64_t>(n) + 1;
   if (member_states * count_states > kMaxCountingRules) {
     // Blame the count only when there is one to blame.
@@ -3309,7 +3333,7 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
     for (size_t j = 0; j < n; ++j) {
       if (!members[j].required) continue;
       // Any order: `seen` is a set; declared order: an index past j.
-      if (any_order ? !(seen & (uint64_t{1} << j)) : seen <= j) return false;
+      if (any_order ? !(seen & bit[j]) : seen <= j) return false;
     }
     return true;
   };
@@ -3341,9 +3365,8 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
     };
     if (any_order) {
       for (size_t j = 0; j < n; ++j) {
-        if (seen & (uint64_t{1} << j)) continue;
-        add(members[j].expr, members[j].witness_expr,
-            seen | (uint64_t{1} << j));
+        if (!repeatable && (seen & bit[j])) continue;
+        add(members[j].expr, members[j].witness_expr, seen | bit[j]);
       }
     } else {
       // The next declared member may be any later one, skipping only

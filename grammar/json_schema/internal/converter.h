@@ -47,6 +47,8 @@ enum class PropertyOrder {
   kRequiredFirst,  // required ones first, then the others, each as written
   kAny,            // any order (costs rules exponential in the properties)
   kAnyWhenSmall,   // kAny up to kMaxAnyOrderProperties, else kAsWritten
+  kAnyRepeatable,  // kAnyWhenSmall, but larger objects in any order too,
+                   // declared members repeatable (see JsonPropertyOrder)
 };
 
 // The largest object PropertyOrder::kAnyWhenSmall lets write its members in
