@@ -563,6 +563,22 @@ TEST(CompilerTest, RulesCalledFromManyPlacesMatchTheOracle) {
     CheckAgainstOracle(*compiled, *oracle, &rng, 30, "many callers");
 }
 
+// A rule that tail-calls itself from many alternatives (an object state that
+// optional members leave unchanged) once doubled its return states per
+// alternative while compiling: 2^64 of them here.
+TEST(CompilerTest, ARuleTailCallingItselfFromManyPlacesCompiles) {
+  std::string text = "root ::= \"x\" s \"y\" | \"z\" s \"w\"\ns ::= \"e\"";
+  for (int i = 0; i < 64; ++i) {
+    text += " | \"a" + std::to_string(i) + "\" s";
+  }
+  std::mt19937 rng(3);
+  auto compiled = CompileForRandomVocab(text, &rng);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  GrammarMatcher m(*compiled);
+  EXPECT_TRUE(m.AcceptString("xa7a63ey").ok());
+  EXPECT_TRUE(m.CanTerminate());
+}
+
 // Asked not to classify ahead, compiling builds no token table: each is
 // built when a matcher first needs it, and matchers racing for the same
 // tables from many threads see the masks one matcher sees alone.

@@ -62,6 +62,15 @@ void Pda::Finish() {
       }
     }
   }
+  // A rule tail-calls another from many states, and itself (an object's
+  // state that an optional member leaves unchanged): each caller once.
+  for (int32_t r = 0; r < num_rules(); ++r) {
+    std::vector<int32_t>& callers = tail_callers[r];
+    std::sort(callers.begin(), callers.end());
+    callers.erase(std::unique(callers.begin(), callers.end()), callers.end());
+    callers.erase(std::remove(callers.begin(), callers.end(), r),
+                  callers.end());
+  }
   for (bool changed = true; changed;) {
     changed = false;
     for (int32_t r = 0; r < num_rules(); ++r) {
