@@ -14,9 +14,9 @@
 // GrammarMatcher::AcceptString) must agree with the oracle.
 //
 // Failures (the run must have none):
-//   - any invalid instance accepted, except in draft 7's
-//     optional/content.json (content keywords are annotations in every
-//     draft; that file tests validators that assert them);
+//   - any invalid instance accepted (draft 7's optional/content.json
+//     included: grammard asserts contentEncoding base64 there and refuses
+//     contentMediaType application/json);
 //   - a valid instance rejected in a required file or optional/format/,
 //     except the documented narrowings of the format grammars (leap seconds
 //     outside UTC, punycode host labels) and 2020-12's format.json, which

@@ -10,16 +10,17 @@
 //       [--classify_ahead_ms=MS]
 //
 // Per case: the schema goes through JsonSchemaToGrammar (strict, default
-// options but the chosen property order, a --deadline_s deadline) and
-// GrammarCompiler::Compile; an error in either is a compile error. Every
-// instance is serialized compactly (nlohmann dump(), members in the order
-// they appear) and fed token by token: at each step the mask is filled and
-// the longest allowed vocabulary token that is a prefix of the remaining text
-// is accepted (the project has no BPE encoder). A valid instance must get
-// through and then allow end-of-sequence, else a validation error; an invalid
-// one that does is an invalidation error (a bug: wrong output let through).
-// TBM times every FillNextTokenMask; TTFM is conversion + compile + the
-// first mask of a fresh matcher (that mask is not in TBM).
+// options but the chosen property order, by default any_repeatable because
+// instances list members in the order their model chose; a --deadline_s
+// deadline) and GrammarCompiler::Compile; an error in either is a compile
+// error. Every instance is serialized compactly (nlohmann dump(), members in
+// the order they appear) and fed token by token: at each step the mask is
+// filled and the longest allowed vocabulary token that is a prefix of the
+// remaining text is accepted (the project has no BPE encoder). A valid instance
+// must get through and then allow end-of-sequence, else a validation error; an
+// invalid one that does is an invalidation error (a bug: wrong output let
+// through). TBM times every FillNextTokenMask; TTFM is conversion + compile +
+// the first mask of a fresh matcher (that mask is not in TBM).
 //
 // Output: a table per split and a total row, the slowest compiles and masks,
 // compile errors by status code, the first compile, invalidation and
@@ -66,7 +67,7 @@ ABSL_FLAG(std::string, only, "",
           "Run only the cases whose file name contains this text (for "
           "profiling one schema); --limit applies before it.");
 ABSL_FLAG(int, threads, 2, "Cases run in parallel on this many threads.");
-ABSL_FLAG(std::string, property_order, "as_written",
+ABSL_FLAG(std::string, property_order, "any_repeatable",
           "Member order of objects: as_written, required_first, any, "
           "any_when_small or any_repeatable.");
 ABSL_FLAG(double, deadline_s, 10,
