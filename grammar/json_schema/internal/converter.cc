@@ -530,6 +530,16 @@ class Converter {
   absl::StatusOr<Dnf> ExpandNegative(int32_t loc);
   absl::StatusOr<Dnf> NegOwn(int32_t loc);
   absl::StatusOr<Dnf> NegKeyword(int32_t loc, const std::string& key);
+  // Whether content keyword `key` with value `v` is an assertion here: in
+  // draft 7, which lets validators check them, and only for the values
+  // grammard knows (base64, application/json); else an annotation.
+  bool AssertsContent(const std::string& key, const Json& v) const {
+    if (doc_.draft() != Draft::k7 || !v.is_string()) return false;
+    return key == "contentMediaType"
+               ? IsJsonMediaType(v)
+               : LookupContentEncoding(v.get<std::string>()).support ==
+                     FormatSupport::kEnforced;
+  }
   absl::StatusOr<Dnf> ExpandOneOf(int32_t loc, const Dnf& context);
   absl::StatusOr<Dnf> ExpandSet(const TermSet& ts);
   absl::StatusOr<Dnf> Product(const Dnf& a, const Dnf& b);
@@ -1404,17 +1414,20 @@ absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
     GRAMMARD_RETURN(count("maxLength", &c));
     if (c) s->string.max_len = *c;
     if (s->string.HasLength()) s->string.length_loc = loc;
+    // A string must match `r`'s regex (dropped, in lenient mode, when the
+    // regex cannot be built).
+    auto require = [&](RegexRef r) -> absl::Status {
+      absl::StatusOr<RegexEntry*> entry = GetRegex(r);
+      if (!entry.ok()) return bad(r.Keyword(), entry.status());
+      s->string.must.push_back(std::move(r));
+      return absl::OkStatus();
+    };
     if (auto it = n.find("pattern"); it != n.end()) {
       if (!it->is_string()) {
         GRAMMARD_RETURN(bad("pattern", "must be a string"));
       } else {
-        RegexRef r{RegexRef::kPattern, it->get<std::string>(), loc};
-        absl::StatusOr<RegexEntry*> entry = GetRegex(r);
-        if (!entry.ok()) {
-          GRAMMARD_RETURN(bad("pattern", entry.status()));
-        } else {
-          s->string.must.push_back(std::move(r));
-        }
+        GRAMMARD_RETURN(
+            require(RegexRef{RegexRef::kPattern, it->get<std::string>(), loc}));
       }
     }
     if (auto it = n.find("format"); it != n.end() && it->is_string()) {
@@ -1424,35 +1437,18 @@ absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
         GRAMMARD_RETURN(bad(
             "format", absl::StrCat("format \"", name, "\": ", info.reason)));
       } else if (info.support == FormatSupport::kEnforced) {
-        RegexRef r{RegexRef::kFormat, name, loc};
-        absl::StatusOr<RegexEntry*> entry = GetRegex(r);
-        if (!entry.ok()) {
-          GRAMMARD_RETURN(bad("format", entry.status()));
-        } else {
-          s->string.must.push_back(std::move(r));
-        }
+        GRAMMARD_RETURN(require(RegexRef{RegexRef::kFormat, name, loc}));
       }
     }
-    // Draft 7 lets a validator assert the content keywords; later drafts
-    // make them annotations and earlier ones lack them.
-    if (doc_.draft() == Draft::k7) {
-      if (auto it = n.find("contentMediaType");
-          it != n.end() && it->is_string() && IsJsonMediaType(*it)) {
-        GRAMMARD_RETURN(bad("contentMediaType",
-                            "JSON documents inside strings are not enforced"));
-      }
-      if (auto it = n.find("contentEncoding");
-          it != n.end() && it->is_string()) {
-        RegexRef r{RegexRef::kEncoding, it->get<std::string>(), loc};
-        if (r.Info().support == FormatSupport::kEnforced) {
-          absl::StatusOr<RegexEntry*> entry = GetRegex(r);
-          if (!entry.ok()) {
-            GRAMMARD_RETURN(bad("contentEncoding", entry.status()));
-          } else {
-            s->string.must.push_back(std::move(r));
-          }
-        }
-      }
+    if (auto it = n.find("contentMediaType");
+        it != n.end() && AssertsContent("contentMediaType", *it)) {
+      GRAMMARD_RETURN(bad("contentMediaType",
+                          "JSON documents inside strings are not enforced"));
+    }
+    if (auto it = n.find("contentEncoding");
+        it != n.end() && AssertsContent("contentEncoding", *it)) {
+      GRAMMARD_RETURN(
+          require(RegexRef{RegexRef::kEncoding, it->get<std::string>(), loc}));
     }
     if (!s->string.Unconstrained()) *any = true;
   }
@@ -1886,13 +1882,7 @@ absl::StatusOr<Dnf> Converter::NegKeyword(int32_t loc, const std::string& key) {
     return Single(std::move(s));
   }
   if (key == "contentEncoding" || key == "contentMediaType") {
-    const bool asserted =
-        doc_.draft() == Draft::k7 && v.is_string() &&
-        (key == "contentEncoding"
-             ? LookupContentEncoding(v.get<std::string>()).support ==
-                   FormatSupport::kEnforced
-             : IsJsonMediaType(v));
-    if (!asserted) return Dnf{};  // an annotation, always true
+    if (!AssertsContent(key, v)) return Dnf{};  // an annotation, always true
     return unsupported("its grammar is narrower, so its complement is inexact");
   }
   if (key == "uniqueItems") {
