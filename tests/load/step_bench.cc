@@ -16,7 +16,9 @@
 // grammard_mask_fill_duration_seconds scraped before and after the timed
 // steps; bare_p50_us the same steps' mask computation replayed in-process
 // (no encoding, no wire), and overhead_p50_us what the service adds to it.
-// Everything else goes to stderr.
+// Everything else goes to stderr, among it the daemon's own step p50 (from
+// the buckets of grammard_step_duration_seconds, so only roughly), which
+// splits the round trip into the daemon's share and the transport's.
 //
 // The daemon it starts, and the replay, classify the grammar's tokens
 // entirely before stepping: first visits of states are the engine's cost
@@ -90,6 +92,7 @@ using grammard::grammarctl::DecodeStream;
 using Clock = std::chrono::steady_clock;
 
 constexpr char kFillHistogram[] = "grammard_mask_fill_duration_seconds";
+constexpr char kStepHistogram[] = "grammard_step_duration_seconds";
 
 // Used when ../shared/bench is absent: the shape of a typical API payload.
 constexpr char kBuiltinSchema[] = R"({
@@ -433,10 +436,21 @@ absl::Status Prepare(v1::Grammard::Stub* stub, const std::string& schema,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<grammard::load::Bucket>> ScrapeFill(int port) {
+struct Scraped {
+  std::vector<grammard::load::Bucket> fill, step;
+};
+
+absl::StatusOr<Scraped> Scrape(int port) {
   auto text = grammard::testing::HttpGet(port, "/metrics");
   if (!text.ok()) return text.status();
-  return grammard::load::HistogramBuckets(*text, kFillHistogram);
+  Scraped scraped;
+  for (auto [name, out] : {std::pair{kFillHistogram, &scraped.fill},
+                           std::pair{kStepHistogram, &scraped.step}}) {
+    auto buckets = grammard::load::HistogramBuckets(*text, name);
+    if (!buckets.ok()) return buckets.status();
+    *out = *std::move(buckets);
+  }
+  return scraped;
 }
 
 // The bare mask computation of every timed step: the same sequences accept
@@ -562,9 +576,8 @@ int Run() {
     });
   }
   gate.WaitArrived(streams);
-  absl::StatusOr<std::vector<grammard::load::Bucket>> before =
-      absl::UnavailableError("no --metrics_port");
-  if (metrics_port > 0) before = ScrapeFill(metrics_port);
+  absl::StatusOr<Scraped> before = absl::UnavailableError("no --metrics_port");
+  if (metrics_port > 0) before = Scrape(metrics_port);
   const Clock::time_point start = Clock::now();
   gate.Open();
   for (std::thread& t : threads) t.join();
@@ -582,10 +595,15 @@ int Run() {
   }
   double fill_p50_us = std::nan("");
   if (before.ok()) {
-    auto after = ScrapeFill(metrics_port);
+    auto after = Scrape(metrics_port);
     if (!after.ok()) return Fail(after.status().ToString());
-    fill_p50_us = 1e6 * grammard::load::HistogramQuantile(
-                            grammard::load::Subtract(*after, *before), 0.5);
+    fill_p50_us =
+        1e6 * grammard::load::HistogramQuantile(
+                  grammard::load::Subtract(after->fill, before->fill), 0.5);
+    std::fprintf(
+        stderr, "step_bench: server step p50 %.1f us\n",
+        1e6 * grammard::load::HistogramQuantile(
+                  grammard::load::Subtract(after->step, before->step), 0.5));
   } else {
     std::fprintf(stderr, "step_bench: no fill times: %s\n",
                  before.status().ToString().c_str());
