@@ -26,8 +26,8 @@ inline constexpr int kMaxStructuralTagJsonDepth = 1024;
 inline constexpr int kMaxJsonObjectMembers = 10000;
 
 // InvalidArgument "JSON nested deeper than <max_depth> levels", "a JSON
-// object of more than 10000 members" or "not valid JSON" (callers say what
-// the text was).
+// object of more than 10000 members" or "not valid JSON at line L, column
+// C: <why>" (callers say what the text was).
 absl::StatusOr<nlohmann::ordered_json> ParseBoundedJson(std::string_view text,
                                                         int max_depth);
 

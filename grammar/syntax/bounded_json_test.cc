@@ -41,6 +41,26 @@ TEST(ParseBoundedJson, RefusesObjectsOfTooManyMembers) {
       ParseBoundedJson("{\"a\": \"" + std::string(20000, ',') + "\"}", 8).ok());
 }
 
+TEST(ParseBoundedJson, SaysWhereAndWhyTextIsNotJson) {
+  // Where: line and column of the offending byte, counted in the text.
+  absl::Status s = ParseBoundedJson("{\n  \"a\": 1,\n}", 8).status();
+  EXPECT_NE(s.message().find("not valid JSON at line 3, column 1: "),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.message().find("expected string literal"), std::string::npos)
+      << s;
+  // Why, without echoing the text read (a request may be megabytes).
+  s = ParseBoundedJson(R"({"a": nulxyz})", 8).status();
+  EXPECT_NE(s.message().find("at line 1, column"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("invalid literal"), std::string::npos) << s;
+  EXPECT_EQ(s.message().find("nulx"), std::string::npos) << s;
+  s = ParseBoundedJson("[\"" + std::string(100000, 'x'), 8).status();
+  EXPECT_NE(s.message().find("not valid JSON at line 1, column"),
+            std::string::npos)
+      << s;
+  EXPECT_LT(s.message().size(), 300u) << s;
+}
+
 TEST(ParseBoundedJson, RefusesTextThatIsNotJson) {
   for (const char* text : {"", "{", "[1,]", "nul", "{\"a\" 1}"}) {
     absl::Status s = ParseBoundedJson(text, 8).status();

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "grammar/syntax/bounded_json.h"
 
@@ -159,8 +160,9 @@ constexpr const char* kSchemaValues[] = {"items",
 
 absl::StatusOr<Json> ParseJson(std::string_view text) {
   absl::StatusOr<Json> value = ParseBoundedJson(text, kMaxJsonDepth);
-  if (!value.ok() && value.status().message() == "not valid JSON") {
-    return absl::InvalidArgumentError("the schema is not valid JSON");
+  if (!value.ok() && absl::StartsWith(value.status().message(), "not valid")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the schema is ", value.status().message()));
   }
   return value;
 }
