@@ -8,6 +8,7 @@
 #include <chrono>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "grammar/internal/grammar_data.h"
+#include "grammar/internal/leaf_tokens.h"
 #include "grammar/matcher.h"
 #include "grammar/syntax/ebnf_parser.h"
 #include "grammar/syntax/grammar_passes.h"
@@ -337,6 +339,56 @@ TEST(CompilerTest, JsonWithARealVocabularySliceMatchesTheOracle) {
   ASSERT_TRUE(oracle.ok());
   std::mt19937 rng(1);
   CheckAgainstOracle(*compiled, *oracle, &rng, 12, "json");
+}
+
+// States whose rule calls nothing from there on are classified from a walk
+// shared through the vocabulary's leaf cache (leaf_tokens.h); on real
+// grammars and a real vocabulary that equals the general trie walk, token
+// for token, whichever grammar made the walk.
+TEST(CompilerTest, LeafStatesOfRealGrammarsClassifyAsTheGeneralWalk) {
+  auto dir = testing::TokenizerDir("llama3");
+  if (!dir) GTEST_SKIP() << testing::MissingDataMessage("tokenizer llama3");
+  auto vocab = Vocabulary::FromDirectory(*dir, {"llama3", {}, 0});
+  ASSERT_TRUE(vocab.ok());
+  GrammarCompiler compiler(*vocab);
+  CompileOptions lazy;
+  lazy.classify_ahead = std::chrono::microseconds(0);
+  const std::vector<absl::StatusOr<CompiledGrammar>> grammars = {
+      compiler.CompileEbnf(BuiltinJsonEbnf(), "root", lazy),
+      // The same string rule below other callers: walks are reused, rests
+      // read anew.
+      compiler.CompileEbnf(R"(root ::= "[" s ("," s)* "]" | "{" s ":" d "}"
+s ::= "\"" ([^"\\] | "\\" ["\\/bfnrt])* "\""
+d ::= [0-9]+ ("." [0-9]+)?)",
+                           "root", lazy),
+      compiler.CompileRegex(R"([a-z]{0,40}(@[a-z]+\.(com|org))?)", lazy),
+      compiler.CompileRegex(R"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z)", lazy),
+      compiler.CompileRegex(R"(( |\n)*[^ \n]+)", lazy),
+  };
+  int leaf_states = 0, with_leavers = 0;
+  for (const auto& g : grammars) {
+    ASSERT_TRUE(g.ok()) << g.status();
+    const internal::GrammarData& data = g->data();
+    const int32_t words = g->mask_words();
+    for (int32_t s = 0; s < data.pda.num_states(); ++s) {
+      if (!data.pda.HasBytes(s)) continue;
+      std::optional<internal::StateTokens> leaf = internal::ClassifyLeafState(
+          data.pda, *data.index, s, data.index->leaf_cache());
+      if (!leaf) continue;
+      ++leaf_states;
+      const internal::StateTokens all =
+          internal::ClassifyState(data.pda, *data.index, s);
+      std::vector<uint32_t> a(words, 0), b(words, 0);
+      bool clean = false;
+      leaf->accepted.AddTo(a.data(), words, &clean);
+      all.accepted.AddTo(b.data(), words, &clean);
+      ASSERT_EQ(a, b) << "state " << s;
+      ASSERT_EQ(leaf->uncertain, all.uncertain) << "state " << s;
+      with_leavers += !leaf->uncertain.empty();
+    }
+  }
+  EXPECT_GT(leaf_states, 40);
+  EXPECT_GT(with_leavers, 10);
 }
 
 // Every bench workload's input is accepted token by token (longest allowed

@@ -2,12 +2,14 @@
 // against a brute-force oracle that runs the Nfa directly with explicit
 // stacks, on random grammars and random small vocabularies.
 #include <algorithm>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "grammar/internal/grammar_data.h"
+#include "grammar/internal/leaf_tokens.h"
 #include "grammar/internal/nfa.h"
 #include "grammar/matcher.h"
 #include "gtest/gtest.h"
@@ -311,6 +313,52 @@ TEST(EngineTest, MasksEqualTheOracleOnRandomGrammars) {
   }
   EXPECT_EQ(grammars, 400);
   EXPECT_GT(checked_steps, 1000);
+}
+
+// A token set as a mask row, to compare sets stored either way.
+std::vector<uint32_t> Row(const TokenSet& set, int32_t words) {
+  std::vector<uint32_t> row(words, 0);
+  bool clean = false;
+  set.AddTo(row.data(), words, &clean);
+  return row;
+}
+
+TEST(EngineTest, LeafStatesClassifyAsTheGeneralTrieWalkDoes) {
+  // The leaf path against ClassifyState on every state whose rule calls
+  // nothing from there on, with one cache per vocabulary shared by several
+  // grammars: a walk made for one grammar's state serves another's.
+  int leaf_states = 0, leavers = 0, cached = 0;
+  for (uint32_t seed = 1; seed <= 100; ++seed) {
+    std::mt19937 rng(seed);
+    auto index = std::make_shared<TokenIndex>(RandomVocab(&rng));
+    const int32_t words = (index->vocab().size() + 31) / 32;
+    for (int g = 0; g < 4; ++g) {
+      GrammarGen gen(seed * 7919 + g);
+      Nfa nfa = BuildNfa(gen.Rules());
+      ASSERT_TRUE(nfa.PruneUnproductive(0).ok());
+      auto pda = nfa.Determinize(0, 10000);
+      ASSERT_TRUE(pda.ok()) << pda.status();
+      for (int32_t s = 0; s < pda->num_states(); ++s) {
+        if (!pda->HasBytes(s)) continue;
+        const size_t before = index->leaf_cache()->bytes();
+        std::optional<StateTokens> leaf =
+            ClassifyLeafState(*pda, *index, s, index->leaf_cache());
+        ASSERT_EQ(leaf.has_value(), LeafForm(*pda, s, 1 << 20).has_value());
+        if (!leaf) continue;
+        ++leaf_states;
+        cached += index->leaf_cache()->bytes() == before;
+        const StateTokens all = ClassifyState(*pda, *index, s);
+        ASSERT_EQ(Row(leaf->accepted, words), Row(all.accepted, words))
+            << "seed " << seed << " grammar " << g << " state " << s;
+        ASSERT_EQ(leaf->uncertain, all.uncertain)
+            << "seed " << seed << " grammar " << g << " state " << s;
+        leavers += !leaf->uncertain.empty();
+      }
+    }
+  }
+  EXPECT_GT(leaf_states, 1000);
+  EXPECT_GT(leavers, 200);  // the callers' part is exercised
+  EXPECT_GT(cached, 50);    // and walks made before are reused
 }
 
 CompiledGrammar Compile(Nfa nfa, std::shared_ptr<const Vocabulary> vocab) {

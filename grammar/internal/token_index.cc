@@ -2,10 +2,13 @@
 
 #include <algorithm>
 
+#include "grammar/internal/leaf_tokens.h"
+
 namespace grammard::grammar::internal {
 
 TokenIndex::TokenIndex(std::shared_ptr<const Vocabulary> vocab)
-    : vocab_(std::move(vocab)) {
+    : vocab_(std::move(vocab)),
+      leaf_cache_(std::make_unique<LeafCache>(kLeafCacheBytes)) {
   for (int32_t id = 0; id < vocab_->size(); ++id) {
     if (vocab_->kind(id) == TokenKind::kText && !vocab_->bytes(id).empty()) {
       ids_.push_back(id);
@@ -24,6 +27,8 @@ TokenIndex::TokenIndex(std::shared_ptr<const Vocabulary> vocab)
   }
   BuildTrie();
 }
+
+TokenIndex::~TokenIndex() = default;
 
 void TokenIndex::BuildTrie() {
   // Tokens in byte order give the trie's nodes in depth-first order: token i

@@ -3,11 +3,16 @@
 // tokens does the work of a shared prefix once and skips a dead prefix's
 // whole subtree in one jump.
 //
+// It also keeps what classifying tokens learns about the vocabulary that
+// any grammar may reuse: the walks of leaf_tokens.h, within a byte budget.
+//
 // Cost: built once per vocabulary, O(V log V) (about 30 ms for 128K tokens).
-// Thread-safety: immutable once built.
+// Thread-safety: immutable once built, but for the leaf cache, which is
+// safe from any thread.
 #ifndef GRAMMARD_GRAMMAR_INTERNAL_TOKEN_INDEX_H_
 #define GRAMMARD_GRAMMAR_INTERNAL_TOKEN_INDEX_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string_view>
@@ -17,9 +22,17 @@
 
 namespace grammard::grammar::internal {
 
+class LeafCache;
+
+// What the leaf cache of one vocabulary may hold: a string state's walk is
+// a bitset of the vocabulary and its leavers (about 20 KB for 128K tokens),
+// so a few hundred distinct DFAs.
+inline constexpr size_t kLeafCacheBytes = size_t{16} << 20;
+
 class TokenIndex {
  public:
   explicit TokenIndex(std::shared_ptr<const Vocabulary> vocab);
+  ~TokenIndex();
 
   const Vocabulary& vocab() const { return *vocab_; }
   // Text tokens with at least one byte, in byte order.
@@ -34,6 +47,9 @@ class TokenIndex {
   int32_t SkipPast(int32_t i, int32_t depth) const;
   // The id of the longest token that is a prefix of `text`, or -1.
   int32_t LongestPrefix(std::string_view text) const;
+
+  // Shared by every grammar of this vocabulary (see leaf_tokens.h).
+  LeafCache* leaf_cache() const { return leaf_cache_.get(); }
 
   // The trie: node 0 is the root (the empty prefix); nodes 1.. follow in
   // depth-first order, each one byte below its parent.
@@ -67,6 +83,7 @@ class TokenIndex {
   std::vector<int32_t> node_tokens_;  // num_nodes() + 1 offsets into ids_
   std::vector<int32_t> subtree_slot_;
   std::vector<uint64_t> subtree_bytes_;
+  std::unique_ptr<LeafCache> leaf_cache_;
 };
 
 }  // namespace grammard::grammar::internal

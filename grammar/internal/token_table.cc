@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
+#include "grammar/internal/leaf_tokens.h"
 #include "grammar/internal/stack.h"
 
 namespace grammard::grammar::internal {
@@ -76,9 +78,25 @@ bool SameSet(const std::vector<int32_t>& v, uint32_t a, uint32_t a_end,
   return *sort_a == *sort_b;
 }
 
+// A rule called from many places (a string in a large schema) lands in a
+// set too large to step at every trie node that leaves it: seconds for one
+// state.
 constexpr size_t kMaxLandingNodes = 32;
 
 }  // namespace
+
+CallerLanding LandInCallers(const Pda& pda, int32_t state, StackPool* pool,
+                            Stepper* stepper) {
+  std::vector<int32_t> contexts;
+  for (int32_t r : pda.ReturnStates(pda.StateRule(state))) {
+    contexts.push_back(pool->Add(r, Below(pda, pda.StateRule(r))));
+  }
+  CallerLanding out;
+  out.flags =
+      stepper->Close(pool, contexts.data(), contexts.size(), &out.nodes);
+  out.followed = out.nodes.size() <= kMaxLandingNodes;
+  return out;
+}
 
 StateTokens ClassifyState(const Pda& pda, const TokenIndex& index,
                           int32_t state) {
@@ -91,20 +109,12 @@ StateTokens ClassifyState(const Pda& pda, const TokenIndex& index,
   std::vector<int32_t> inner{pool.Add(state, kBottom)};
   std::vector<int32_t> outer;
   std::vector<int32_t> scratch;
-  // Leaving the frame always lands in the same set: every return state of
-  // the rule, closed once here (below every level, so never truncated).
-  std::vector<int32_t> contexts;
-  for (int32_t r : pda.ReturnStates(pda.StateRule(state))) {
-    contexts.push_back(pool.Add(r, Below(pda, pda.StateRule(r))));
-  }
-  std::vector<int32_t> landing;
-  const CloseFlags landing_flags =
-      stepper.Close(&pool, contexts.data(), contexts.size(), &landing);
-  // A rule called from many places (a string in a large schema) lands in a
-  // set too large to step at every trie node that leaves it: seconds for
-  // one state. Tokens that leave it with bytes left are then uncertain, for
-  // contexts (one caller each) or the matcher to settle.
-  const bool follow_callers = landing.size() <= kMaxLandingNodes;
+  // Leaving the frame always lands in the same set, closed once here (below
+  // every level, so never truncated).
+  const CallerLanding landed = LandInCallers(pda, state, &pool, &stepper);
+  const std::vector<int32_t>& landing = landed.nodes;
+  const CloseFlags landing_flags = landed.flags;
+  const bool follow_callers = landed.followed;
   // levels[d]: after reading the first d bytes of the current trie path.
   std::vector<Level> levels(1);
   levels[0] = {0,     1,     0,     0,     static_cast<uint32_t>(pool.size()),
@@ -570,7 +580,10 @@ const StateTokens* TokenTable::For(int32_t state) const {
   Slot& slot = slots_[i];
   if (slot.built.load(std::memory_order_acquire)) return &slot.tokens;
   std::call_once(slot.once, [&] {
-    Publish(i, ClassifyState(pda_, index_, first_state_[i]));
+    std::optional<StateTokens> leaf =
+        ClassifyLeafState(pda_, index_, first_state_[i], index_.leaf_cache());
+    Publish(i, leaf ? *std::move(leaf)
+                    : ClassifyState(pda_, index_, first_state_[i]));
   });
   return &slot.tokens;
 }

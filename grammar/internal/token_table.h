@@ -39,6 +39,7 @@
 #include "absl/status/statusor.h"
 #include "grammar/internal/byte_io.h"
 #include "grammar/internal/pda.h"
+#include "grammar/internal/stack.h"
 #include "grammar/internal/token_index.h"
 
 namespace grammard::grammar::internal {
@@ -167,9 +168,25 @@ class TokenTable {
   mutable std::atomic<bool> complete_{false};
 };
 
-// Classifies every token of `index` for `state` (exposed for tests).
+// Classifies every token of `index` for `state` by one walk of the token
+// trie, whatever the state (leaf_tokens.h has a faster way for states whose
+// rule calls nothing from there on).
 StateTokens ClassifyState(const Pda& pda, const TokenIndex& index,
                           int32_t state);
+
+// Where a token lands when it leaves `state`'s rule with bytes left: the
+// closed set of the rule's return states (each above an unknown caller, or
+// above nothing for a root rule no one calls), made in `pool`. Not
+// `followed` when that set is too large to step at every leaving (a rule
+// called from many places, such as a string in a large schema): such
+// tokens are then uncertain, for contexts or the matcher to settle.
+struct CallerLanding {
+  std::vector<int32_t> nodes;
+  CloseFlags flags;
+  bool followed = false;
+};
+CallerLanding LandInCallers(const Pda& pda, int32_t state, StackPool* pool,
+                            Stepper* stepper);
 
 }  // namespace grammard::grammar::internal
 

@@ -1,0 +1,263 @@
+#include "grammar/internal/leaf_tokens.h"
+
+#include <algorithm>
+#include <string_view>
+
+#include "grammar/internal/stack.h"
+
+namespace grammard::grammar::internal {
+namespace {
+
+// States of a form worth keying: a string of bounded length has a few per
+// character it may still read, and its classification is read from the
+// first (longest token) bytes only, which Group() already shares.
+constexpr int32_t kMaxFormStates = 1024;
+
+void PutInt(int32_t v, std::string* out) {
+  out->append(reinterpret_cast<const char*>(&v), sizeof(v));
+}
+
+// Reads the rests of a state's leavers in its callers, as ClassifyState's
+// outer sets do. The tokens of one run share their bytes up to where the
+// DFA died and are in byte order, so for one leaving offset their rests are
+// in byte order too: each is stepped from where it parts from the one
+// before (index.lcp), and a prefix that dies or escapes settles every rest
+// below it in O(1).
+class RestReader {
+ public:
+  RestReader(const Pda& pda, const TokenIndex& index, int32_t state)
+      : index_(index), stepper_(pda) {
+    landing_ = LandInCallers(pda, state, &pool_, &stepper_);
+    Level root;
+    root.nodes_end = landing_.nodes.size();
+    root.pool_size = pool_.size();
+    root.escaped = landing_.flags.open || !landing_.followed;
+    levels_.push_back(root);
+    nodes_ = landing_.nodes;
+  }
+
+  // Marks uncertain[t - run.begin] for the tokens of `run` that some path
+  // leaving the rule after `offset` bytes keeps readable: it reads the
+  // whole rest and may go on or end there, or leaves the callers' rules too.
+  void Read(const LeafWalk::Run& run, int32_t offset,
+            std::vector<char>* uncertain) {
+    for (int32_t t = run.begin; t < run.end; ++t) {
+      const std::string_view rest = index_.bytes(t).substr(offset);
+      // Levels 0..shared hold this rest's prefix already.
+      size_t shared = 0;
+      if (t > run.begin) {
+        shared =
+            static_cast<size_t>(std::max<int32_t>(0, index_.lcp(t) - offset));
+        shared = std::min({shared, levels_.size() - 1, rest.size()});
+      }
+      Truncate(shared + 1);
+      while (levels_.size() <= rest.size() && Alive(levels_.back()) &&
+             !levels_.back().escaped) {
+        Step(static_cast<uint8_t>(rest[levels_.size() - 1]));
+      }
+      const Level& last = levels_.back();
+      if (last.escaped ||
+          (levels_.size() == rest.size() + 1 && (Alive(last) || last.ends))) {
+        (*uncertain)[t - run.begin] = 1;
+      }
+    }
+    Truncate(1);
+  }
+
+ private:
+  // After reading a prefix of a rest: the stack sets nodes_[nodes_begin,
+  // nodes_end), whether some step (or the leaving) escaped, and whether
+  // the text may end right after its last byte.
+  struct Level {
+    size_t nodes_begin = 0, nodes_end = 0;
+    size_t pool_size = 0;
+    bool escaped = false;
+    bool ends = false;
+  };
+  static bool Alive(const Level& l) { return l.nodes_end > l.nodes_begin; }
+
+  void Truncate(size_t levels) {
+    levels_.resize(levels);
+    nodes_.resize(levels_.back().nodes_end);
+    pool_.Truncate(levels_.back().pool_size);
+  }
+
+  void Step(uint8_t byte) {
+    const Level from = levels_.back();
+    step_.clear();
+    const CloseFlags f =
+        stepper_.Step(&pool_, nodes_.data() + from.nodes_begin,
+                      nodes_.data() + from.nodes_end, byte, &step_);
+    Level next;
+    next.nodes_begin = nodes_.size();
+    nodes_.insert(nodes_.end(), step_.begin(), step_.end());
+    next.nodes_end = nodes_.size();
+    next.pool_size = pool_.size();
+    next.escaped = from.escaped || f.open;
+    next.ends = f.bottom;
+    levels_.push_back(next);
+  }
+
+  const TokenIndex& index_;
+  StackPool pool_;
+  Stepper stepper_;
+  CallerLanding landing_;
+  std::vector<Level> levels_;
+  std::vector<int32_t> nodes_, step_;
+};
+
+}  // namespace
+
+size_t LeafWalk::MemoryBytes() const {
+  return sizeof(*this) + accepted.MemoryBytes() + runs.size() * sizeof(Run) +
+         offsets.size() * sizeof(int32_t);
+}
+
+std::shared_ptr<const LeafWalk> LeafCache::Find(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = by_key_.find(key);
+  if (it == by_key_.end()) return nullptr;
+  lru_.splice(lru_.begin(), lru_, it->second);
+  return it->second->second;
+}
+
+void LeafCache::Insert(const std::string& key,
+                       std::shared_ptr<const LeafWalk> walk) {
+  const size_t size = key.size() + walk->MemoryBytes();
+  if (size > max_bytes_) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (by_key_.count(key) > 0) return;  // another thread walked it too
+  lru_.emplace_front(key, std::move(walk));
+  by_key_.emplace(key, lru_.begin());
+  bytes_ += size;
+  while (bytes_ > max_bytes_) {
+    const Entry& last = lru_.back();
+    bytes_ -= last.first.size() + last.second->MemoryBytes();
+    by_key_.erase(last.first);
+    lru_.pop_back();
+  }
+}
+
+size_t LeafCache::bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bytes_;
+}
+
+std::optional<std::string> LeafForm(const Pda& pda, int32_t state,
+                                    int32_t max_states) {
+  std::vector<int32_t> order{state};
+  std::unordered_map<int32_t, int32_t> number{{state, 0}};
+  std::string form;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const int32_t s = order[i];
+    if (pda.CallsBegin(s) != pda.CallsEnd(s)) return std::nullopt;
+    PutInt(pda.IsFinal(s) ? -2 : -3, &form);
+    int32_t prev = -4;
+    for (int b = 0; b < 256; ++b) {
+      const int32_t t = pda.Next(s, static_cast<uint8_t>(b));
+      int32_t n = -1;
+      if (t != Pda::kDead) {
+        auto [it, added] =
+            number.emplace(t, static_cast<int32_t>(order.size()));
+        if (added) {
+          if (static_cast<int32_t>(order.size()) >= max_states) {
+            return std::nullopt;
+          }
+          order.push_back(t);
+        }
+        n = it->second;
+      }
+      // Runs of bytes with one target: (first byte, target).
+      if (n != prev) {
+        PutInt(b, &form);
+        PutInt(n, &form);
+        prev = n;
+      }
+    }
+  }
+  return form;
+}
+
+LeafWalk WalkLeaf(const Pda& pda, const TokenIndex& index, int32_t state) {
+  LeafWalk walk;
+  std::vector<uint32_t> accepted((index.vocab().size() + 31) / 32, 0);
+  auto accept = [&](int32_t begin, int32_t end) {
+    for (int32_t t = begin; t < end; ++t) {
+      const int32_t id = index.id(t);
+      accepted[id >> 5] |= 1u << (id & 31);
+    }
+  };
+  // at[d]: the DFA's state after the first d bytes of the current trie
+  // path; finals: the depths d >= 1 on it where the rule may end.
+  std::vector<int32_t> at{state};
+  std::vector<int32_t> finals;
+  for (int32_t node = 1; node < index.num_nodes();) {
+    const int32_t depth = index.node_depth(node);
+    at.resize(depth);
+    while (!finals.empty() && finals.back() >= depth) finals.pop_back();
+    const int32_t end = index.node_end(node);
+    const int32_t to = pda.Next(at.back(), index.node_byte(node));
+    if (to == Pda::kDead) {
+      if (!finals.empty()) {
+        const auto offsets = static_cast<int32_t>(walk.offsets.size());
+        walk.offsets.insert(walk.offsets.end(), finals.begin(), finals.end());
+        walk.runs.push_back({index.node_tokens_begin(node),
+                             index.node_tokens_begin(end), offsets,
+                             static_cast<int32_t>(walk.offsets.size())});
+      }
+      node = end;
+      continue;
+    }
+    at.push_back(to);
+    if (pda.IsFinal(to)) finals.push_back(depth);
+    accept(index.node_tokens_begin(node), index.node_tokens_end(node));
+    // A large subtree whose every byte loops on this state (the inside of
+    // a string) is accepted whole without walking it.
+    if (const uint64_t* below = index.subtree_bytes(node)) {
+      bool loops = true;
+      for (int w = 0; w < 4 && loops; ++w) {
+        for (uint64_t bits = below[w]; bits != 0 && loops; bits &= bits - 1) {
+          loops = pda.Next(to, static_cast<uint8_t>(
+                                   64 * w + __builtin_ctzll(bits))) == to;
+        }
+      }
+      if (loops) {
+        accept(index.node_tokens_end(node), index.node_tokens_begin(end));
+        node = end;
+        continue;
+      }
+    }
+    ++node;
+  }
+  walk.accepted = TokenSet::FromBits(std::move(accepted));
+  return walk;
+}
+
+std::optional<StateTokens> ClassifyLeafState(const Pda& pda,
+                                             const TokenIndex& index,
+                                             int32_t state, LeafCache* cache) {
+  std::optional<std::string> form = LeafForm(pda, state, kMaxFormStates);
+  if (!form) return std::nullopt;
+  std::shared_ptr<const LeafWalk> walk = cache->Find(*form);
+  if (walk == nullptr) {
+    walk = std::make_shared<const LeafWalk>(WalkLeaf(pda, index, state));
+    cache->Insert(*form, walk);
+  }
+  StateTokens out;
+  out.accepted = walk->accepted;
+  if (walk->runs.empty()) return out;
+  RestReader reader(pda, index, state);
+  std::vector<char> uncertain;
+  for (const LeafWalk::Run& run : walk->runs) {
+    uncertain.assign(run.end - run.begin, 0);
+    for (int32_t k = run.offsets_begin; k < run.offsets_end; ++k) {
+      reader.Read(run, walk->offsets[k], &uncertain);
+    }
+    for (int32_t t = run.begin; t < run.end; ++t) {
+      if (uncertain[t - run.begin]) out.uncertain.push_back(index.id(t));
+    }
+  }
+  return out;
+}
+
+}  // namespace grammard::grammar::internal

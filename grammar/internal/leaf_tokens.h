@@ -1,0 +1,100 @@
+// Leaf tokens: classifying the tokens of a state from which its rule calls
+// nothing (inside a JSON string or number, a regex, whitespace), with the
+// part that does not depend on the grammar shared by every grammar of one
+// vocabulary.
+//
+// From such a state a token is read by a plain DFA. It ends alive
+// (accepted, whatever the callers), or the DFA dies on it; then it is
+// rejected unless the DFA could end the rule earlier with bytes left (a
+// leaver, uncertain when the rule's callers can read the rest; see
+// token_table.h). Which tokens are which depends only on the DFA from the
+// state, and thousands of schemas have the same few of those (every
+// `"type": "string"`), so the trie walk that sorts them, with no stacks, is
+// kept per vocabulary under the DFA's canonical form. Per grammar only the
+// leavers' rests are read by the callers, in byte order so that rests
+// sharing a prefix step it once and a prefix that dies settles them all.
+//
+// Cost: the canonical form is O(reachable states x 256); a walk, on a miss,
+// about 0.2 ms for a string state on 128K tokens; settling, O(1) per leaver
+// plus the stack steps of the distinct live prefixes of the rests.
+// Memory: a LeafCache holds at most its byte budget (least recently used
+// walks dropped first).
+// Thread-safety: LeafCache is safe from any thread (one mutex, not held
+// while walking: threads missing the same form at once each walk it);
+// ClassifyLeafState is a pure function but for the cache.
+#ifndef GRAMMARD_GRAMMAR_INTERNAL_LEAF_TOKENS_H_
+#define GRAMMARD_GRAMMAR_INTERNAL_LEAF_TOKENS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "grammar/internal/pda.h"
+#include "grammar/internal/token_index.h"
+#include "grammar/internal/token_table.h"
+
+namespace grammard::grammar::internal {
+
+// What the DFA from a state makes of every token, callers aside.
+struct LeafWalk {
+  TokenSet accepted;
+  // Leavers come in runs: the tokens below one trie node on which the DFA
+  // dies, index positions [begin, end), all able to leave the rule after
+  // the same numbers of bytes, offsets[offsets_begin, offsets_end).
+  struct Run {
+    int32_t begin, end;
+    int32_t offsets_begin, offsets_end;
+  };
+  std::vector<Run> runs;
+  std::vector<int32_t> offsets;
+
+  size_t MemoryBytes() const;
+};
+
+// Walks by canonical DFA form, least recently used dropped past max_bytes.
+class LeafCache {
+ public:
+  explicit LeafCache(size_t max_bytes) : max_bytes_(max_bytes) {}
+  LeafCache(const LeafCache&) = delete;
+  LeafCache& operator=(const LeafCache&) = delete;
+
+  std::shared_ptr<const LeafWalk> Find(const std::string& key);
+  // Keeps `walk` unless it alone is over the budget.
+  void Insert(const std::string& key, std::shared_ptr<const LeafWalk> walk);
+  size_t bytes() const;
+
+ private:
+  using Entry = std::pair<std::string, std::shared_ptr<const LeafWalk>>;
+  const size_t max_bytes_;
+  mutable std::mutex mu_;
+  std::list<Entry> lru_;  // most recent first
+  std::unordered_map<std::string, std::list<Entry>::iterator> by_key_;
+  size_t bytes_ = 0;
+};
+
+// The canonical form of the DFA reachable from `state` by bytes (states
+// numbered in the order a breadth-first walk by byte meets them); nullopt
+// when a state there calls a rule, or past `max_states` states.
+std::optional<std::string> LeafForm(const Pda& pda, int32_t state,
+                                    int32_t max_states);
+
+// The DFA's walk from `state` (which must have a LeafForm).
+LeafWalk WalkLeaf(const Pda& pda, const TokenIndex& index, int32_t state);
+
+// ClassifyState(pda, index, state), exactly, for a state with a LeafForm,
+// its walk taken from `cache` when another grammar (or state) of the same
+// form made it; nullopt for other states.
+std::optional<StateTokens> ClassifyLeafState(const Pda& pda,
+                                             const TokenIndex& index,
+                                             int32_t state, LeafCache* cache);
+
+}  // namespace grammard::grammar::internal
+
+#endif  // GRAMMARD_GRAMMAR_INTERNAL_LEAF_TOKENS_H_
