@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <unordered_map>
 
 #include "absl/strings/str_cat.h"
 
@@ -21,16 +22,28 @@ int32_t Nfa::AddState(int32_t rule) {
   return num_states() - 1;
 }
 
-std::vector<int32_t> Nfa::EpsilonClosure(std::vector<int32_t> set) const {
-  std::vector<int32_t> work = set;
-  std::vector<bool> in(states_.size(), false);
-  for (int32_t s : set) in[s] = true;
+std::vector<int32_t> Nfa::EpsilonClosure(std::vector<int32_t> set,
+                                         ClosureScratch* scratch) const {
+  std::vector<uint32_t>& mark = scratch->mark;
+  if (mark.size() != states_.size() || ++scratch->stamp == 0) {
+    mark.assign(states_.size(), 0);
+    scratch->stamp = 1;
+  }
+  const uint32_t stamp = scratch->stamp;
+  std::vector<int32_t>& work = scratch->work;
+  work.clear();
+  for (int32_t s : set) {
+    if (mark[s] != stamp) {
+      mark[s] = stamp;
+      work.push_back(s);
+    }
+  }
   while (!work.empty()) {
     int32_t s = work.back();
     work.pop_back();
     for (int32_t t : states_[s].epsilon) {
-      if (!in[t]) {
-        in[t] = true;
+      if (mark[t] != stamp) {
+        mark[t] = stamp;
         set.push_back(t);
         work.push_back(t);
       }
@@ -53,29 +66,34 @@ absl::Status Nfa::PruneUnproductive(int32_t root) {
     for (const CallEdge& c : states_[s].calls)
       preds[c.to].push_back({s, c.rule});
   }
+  // A state is live when its rule's end is reachable from it through bytes,
+  // epsilons and calls of productive rules; a rule is productive once its
+  // start is live. One backward walk: a call edge into a rule not yet
+  // productive waits in that rule's list and is followed when it becomes so
+  // (repeating the walk to a fixpoint instead was rules x states).
   std::vector<bool> live(n, false);
-  // Liveness grows with the set of productive rules: repeat to a fixpoint.
-  for (bool changed = true; changed;) {
-    changed = false;
-    std::fill(live.begin(), live.end(), false);
-    std::vector<int32_t> work;
-    for (const Rule& r : rules_) {
-      live[r.accept] = true;
-      work.push_back(r.accept);
+  std::vector<std::vector<int32_t>> waiting(rules_.size());
+  std::vector<int32_t> work;
+  auto revive = [&](int32_t s) {
+    if (live[s]) return;
+    live[s] = true;
+    work.push_back(s);
+  };
+  for (const Rule& r : rules_) revive(r.accept);
+  while (!work.empty()) {
+    const int32_t t = work.back();
+    work.pop_back();
+    const int32_t own = states_[t].rule;
+    if (t == rules_[own].start && !productive[own]) {
+      productive[own] = true;
+      for (int32_t from : waiting[own]) revive(from);
+      waiting[own].clear();
     }
-    while (!work.empty()) {
-      int32_t t = work.back();
-      work.pop_back();
-      for (auto [from, rule] : preds[t]) {
-        if (live[from] || (rule >= 0 && !productive[rule])) continue;
-        live[from] = true;
-        work.push_back(from);
-      }
-    }
-    for (size_t r = 0; r < rules_.size(); ++r) {
-      if (!productive[r] && live[rules_[r].start]) {
-        productive[r] = true;
-        changed = true;
+    for (auto [from, rule] : preds[t]) {
+      if (rule >= 0 && !productive[rule]) {
+        waiting[rule].push_back(from);
+      } else {
+        revive(from);
       }
     }
   }
@@ -108,7 +126,8 @@ absl::StatusOr<Pda> Nfa::Determinize(
   for (const Rule& r : rules_) pda.AddRule(r.name);
   pda.SetRoot(root);
 
-  std::map<std::vector<int32_t>, int32_t> ids;
+  std::unordered_map<std::vector<int32_t>, int32_t, SignatureHash> ids;
+  ClosureScratch scratch;
   std::deque<std::vector<int32_t>> queue;
   absl::Status status;
   auto intern = [&](std::vector<int32_t> subset) -> int32_t {
@@ -128,7 +147,7 @@ absl::StatusOr<Pda> Nfa::Determinize(
     return id;
   };
   // Every rule's start subset first, so it is the rule's first state.
-  for (const Rule& r : rules_) intern(EpsilonClosure({r.start}));
+  for (const Rule& r : rules_) intern(EpsilonClosure({r.start}, &scratch));
 
   std::vector<int> cuts;
   std::vector<int32_t> targets;
@@ -161,7 +180,7 @@ absl::StatusOr<Pda> Nfa::Determinize(
         }
       }
       if (targets.empty()) continue;
-      int32_t to = intern(EpsilonClosure(targets));
+      int32_t to = intern(EpsilonClosure(targets, &scratch));
       if (!status.ok()) break;
       for (int b = lo; b <= hi; ++b)
         pda.SetNext(from, static_cast<uint8_t>(b), to);
@@ -171,7 +190,7 @@ absl::StatusOr<Pda> Nfa::Determinize(
       for (const CallEdge& c : states_[s].calls) calls[c.rule].push_back(c.to);
     }
     for (auto& [rule, tos] : calls) {
-      int32_t to = intern(EpsilonClosure(tos));
+      int32_t to = intern(EpsilonClosure(tos, &scratch));
       if (!status.ok()) break;
       pda.AddCall(from, {rule, to});
     }

@@ -84,8 +84,17 @@ class Nfa {
     int32_t accept;
   };
 
+  // Marks for EpsilonClosure, reused across calls: a state is in the set
+  // being closed when its mark equals the call's stamp, so no call clears a
+  // vector of every state (quadratic over a large grammar's subsets).
+  struct ClosureScratch {
+    std::vector<uint32_t> mark;
+    uint32_t stamp = 0;
+    std::vector<int32_t> work;
+  };
   // Sorted, duplicate-free set of the states reachable from `set` by epsilon.
-  std::vector<int32_t> EpsilonClosure(std::vector<int32_t> set) const;
+  std::vector<int32_t> EpsilonClosure(std::vector<int32_t> set,
+                                      ClosureScratch* scratch) const;
 
   std::vector<State> states_;
   std::vector<Rule> rules_;
