@@ -17,7 +17,10 @@
 // walk of the token trie, pruning where a prefix dies and settling at once a
 // subtree whose bytes all lead back to the same stack sets (the inside of an
 // identifier or a string): tens of microseconds for a state that allows few
-// tokens, a few milliseconds for one that allows most. Classifying every
+// tokens, a few milliseconds for one that allows most. A state whose rule
+// calls nothing from there on (most of the costly ones: inside a string)
+// is classified from a walk shared by every grammar of the vocabulary
+// instead (leaf_tokens.h), a fraction of a millisecond when new. Classifying every
 // state up front made a large schema's first mask wait seconds for states
 // no output ever visits. States of call-free rules that behave alike share
 // one table, found when the table is made (linear in the Pda per byte of
