@@ -20,8 +20,8 @@
 // tokens, a few milliseconds for one that allows most. A state whose rule
 // calls nothing from there on (most of the costly ones: inside a string)
 // is classified from a walk shared by every grammar of the vocabulary
-// instead (leaf_tokens.h), a fraction of a millisecond when new. Classifying every
-// state up front made a large schema's first mask wait seconds for states
+// instead (leaf_tokens.h), a fraction of a millisecond when new. Classifying
+// every state up front made a large schema's first mask wait seconds for states
 // no output ever visits. States of call-free rules that behave alike share
 // one table, found when the table is made (linear in the Pda per byte of
 // the longest token, usually a few rounds).
