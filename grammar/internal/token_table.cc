@@ -111,10 +111,7 @@ StateTokens ClassifyState(const Pda& pda, const TokenIndex& index,
   std::vector<int32_t> scratch;
   // Leaving the frame always lands in the same set, closed once here (below
   // every level, so never truncated).
-  const CallerLanding landed = LandInCallers(pda, state, &pool, &stepper);
-  const std::vector<int32_t>& landing = landed.nodes;
-  const CloseFlags landing_flags = landed.flags;
-  const bool follow_callers = landed.followed;
+  const CallerLanding landing = LandInCallers(pda, state, &pool, &stepper);
   // levels[d]: after reading the first d bytes of the current trie path.
   std::vector<Level> levels(1);
   levels[0] = {0,     1,     0,     0,     static_cast<uint32_t>(pool.size()),
@@ -170,10 +167,11 @@ StateTokens ClassifyState(const Pda& pda, const TokenIndex& index,
     }
     if (fi.bottom) {
       next->left_here = true;
-      if (follow_callers) {
-        scratch.insert(scratch.end(), landing.begin(), landing.end());
-        next->escaped |= landing_flags.open;
-        next->ended |= landing_flags.bottom;
+      if (landing.followed) {
+        scratch.insert(scratch.end(), landing.nodes.begin(),
+                       landing.nodes.end());
+        next->escaped |= landing.flags.open;
+        next->ended |= landing.flags.bottom;
       } else {
         next->escaped = true;
       }
