@@ -2,6 +2,7 @@
 // against a brute-force oracle that runs the Nfa directly with explicit
 // stacks, on random grammars and random small vocabularies.
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <random>
 #include <set>
@@ -327,7 +328,7 @@ TEST(EngineTest, LeafStatesClassifyAsTheGeneralTrieWalkDoes) {
   // The leaf path against ClassifyState on every state whose rule calls
   // nothing from there on, with one cache per vocabulary shared by several
   // grammars: a walk made for one grammar's state serves another's.
-  int leaf_states = 0, leavers = 0, cached = 0;
+  int leaf_states = 0, leavers = 0, cached = 0, unsettled = 0;
   for (uint32_t seed = 1; seed <= 100; ++seed) {
     std::mt19937 rng(seed);
     auto index = std::make_shared<TokenIndex>(RandomVocab(&rng));
@@ -353,12 +354,187 @@ TEST(EngineTest, LeafStatesClassifyAsTheGeneralTrieWalkDoes) {
         ASSERT_EQ(leaf->uncertain, all.uncertain)
             << "seed " << seed << " grammar " << g << " state " << s;
         leavers += !leaf->uncertain.empty();
+        // Out of budget at once: the same accepted tokens, and leavers left
+        // uncertain rather than rejected.
+        std::optional<StateTokens> unread =
+            ClassifyLeafState(*pda, *index, s, index->leaf_cache(), 0);
+        ASSERT_EQ(Row(unread->accepted, words), Row(all.accepted, words));
+        ASSERT_TRUE(std::includes(
+            unread->uncertain.begin(), unread->uncertain.end(),
+            all.uncertain.begin(), all.uncertain.end(),
+            [&](int32_t a, int32_t b) {
+              return index->vocab().bytes(a) < index->vocab().bytes(b);
+            }))
+            << "seed " << seed << " grammar " << g << " state " << s;
+        unsettled += unread->uncertain.size() > all.uncertain.size();
       }
     }
   }
   EXPECT_GT(leaf_states, 1000);
-  EXPECT_GT(leavers, 200);  // the callers' part is exercised
-  EXPECT_GT(cached, 50);    // and walks made before are reused
+  EXPECT_GT(leavers, 200);   // the callers' part is exercised
+  EXPECT_GT(cached, 50);     // and walks made before are reused
+  EXPECT_GT(unsettled, 50);  // the budget leaves leavers the callers reject
+}
+
+// A string counted the way JSON Schema's maxLength is: r0 ::= 'e' r1{0,n}
+// 'e', the counted rule r1 random, so that r1 returns to n states of r0
+// that read alike until near their bound.
+std::vector<E> CountedGrammar(uint32_t seed) {
+  std::mt19937 rng(seed);
+  GrammarGen gen(seed);
+  // Half the time a character of one or two bytes, as UTF-8's are.
+  std::vector<E> inner =
+      seed % 4 == 1
+          ? std::vector<E>{Alt(
+                {Range('a', 'a'), Seq({Range('b', 'b'), Range('a', 'b')})})}
+          : gen.Rules();
+  const int n = 3 + static_cast<int>(rng() % 12);
+  E counted = Empty();
+  for (int i = 0; i < n; ++i)
+    counted = Alt({Empty(), Seq({Call(1), std::move(counted)})});
+  std::vector<E> rules{Seq({Range('e', 'e'), counted, Range('e', 'e')})};
+  // The inner rules, renumbered one up; their calls too.
+  std::function<void(E*)> shift = [&](E* e) {
+    if (e->kind == E::kCall) ++e->rule;
+    for (E& k : e->kids) shift(&k);
+  };
+  for (E& r : inner) {
+    shift(&r);
+    rules.push_back(std::move(r));
+  }
+  return rules;
+}
+
+Pda RandomPda(uint32_t seed) {
+  Nfa nfa = BuildNfa(seed % 2 ? CountedGrammar(seed)
+                              : GrammarGen(seed * 7919).Rules());
+  EXPECT_TRUE(nfa.PruneUnproductive(0).ok());
+  auto pda = nfa.Determinize(0, 10000);
+  EXPECT_TRUE(pda.ok()) << pda.status();
+  return *std::move(pda);
+}
+
+// What reading `w` from `state` above an unknown caller does, after each
+// prefix: whether some stack lives, and whether some path left the rule.
+std::vector<std::pair<bool, bool>> Trace(const Pda& pda, int32_t state,
+                                         const std::string& w) {
+  StackPool pool;
+  Stepper stepper(pda);
+  std::vector<int32_t> cur, next;
+  const int32_t top = pool.Add(state, kOpen);
+  CloseFlags f = stepper.Close(&pool, &top, 1, &cur);
+  std::vector<std::pair<bool, bool>> out{{!cur.empty(), f.open}};
+  for (char c : w) {
+    next.clear();
+    f = stepper.Step(&pool, cur.data(), cur.data() + cur.size(),
+                     static_cast<uint8_t>(c), &next);
+    cur.swap(next);
+    out.push_back({!cur.empty(), f.open});
+  }
+  return out;
+}
+
+TEST(EngineTest, AlikeStatesReadTheirNextBytesAlike) {
+  // Against every string over the grammars' bytes up to the shared depth
+  // (at most 4 bytes): the same survivals and the same leavings.
+  std::vector<std::string> strings{""};
+  for (size_t i = 0; i < strings.size() && strings[i].size() < 4; ++i) {
+    for (char c : std::string("abcde")) strings.push_back(strings[i] + c);
+  }
+  int alike_pairs = 0, apart_pairs = 0;
+  for (uint32_t seed = 1; seed <= 200; ++seed) {
+    const Pda pda = RandomPda(seed);
+    for (int32_t rule = 0; rule < pda.num_rules(); ++rule) {
+      const Pda::Alike alike = pda.AlikeUpTo(rule, 6);
+      const std::vector<int32_t>& states = alike.states;
+      for (size_t i = 0; i < states.size() && i < 12; ++i) {
+        for (size_t j = i + 1; j < states.size() && j < 12; ++j) {
+          const int32_t depth = alike.SharedDepth(states[i], states[j]);
+          (depth >= 2 ? alike_pairs : apart_pairs)++;
+          for (const std::string& w : strings) {
+            if (static_cast<int32_t>(w.size()) > depth) break;
+            ASSERT_EQ(Trace(pda, states[i], w), Trace(pda, states[j], w))
+                << "seed " << seed << " rule " << rule << " states "
+                << states[i] << ", " << states[j] << " depth " << depth << " '"
+                << w << "'";
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(alike_pairs, 200);
+  EXPECT_GT(apart_pairs, 200);
+}
+
+// Every string over `bytes` of 1 to `max_len` bytes: tokens long enough to
+// tell apart the positions of a counted string near its bound.
+std::shared_ptr<const Vocabulary> DenseVocab(const std::string& bytes,
+                                             size_t max_len) {
+  std::vector<std::string> tokens{""};
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i].size() == max_len) continue;
+    for (char c : bytes) tokens.push_back(tokens[i] + c);
+  }
+  tokens[0] = "<eos>";
+  return *Vocabulary::FromTokens(tokens, {0}, {0}, {"dense", {}, 0});
+}
+
+void ExpectSameContext(const ContextTokens& a, const ContextTokens& b,
+                       int32_t words, const std::string& where) {
+  ASSERT_EQ(a.return_state, b.return_state) << where;
+  ASSERT_EQ(Row(a.accepted, words), Row(b.accepted, words)) << where;
+  ASSERT_EQ(a.uncertain, b.uncertain) << where;
+  ASSERT_EQ(a.contexts.size(), b.contexts.size()) << where;
+  for (size_t i = 0; i < a.contexts.size(); ++i) {
+    ExpectSameContext(a.contexts[i], b.contexts[i], words, where + " below");
+  }
+}
+
+TEST(EngineTest, ContextsBuiltFromAlikeReturnStatesEqualFreshOnes) {
+  // One table builds every context of a state in turn, later ones from
+  // earlier alike ones; a fresh table per context builds it from nothing.
+  int shared = 0, contexts = 0;
+  for (uint32_t seed = 1; seed <= 200; ++seed) {
+    std::mt19937 rng(seed);
+    const Pda pda = RandomPda(seed);
+    auto index = std::make_shared<TokenIndex>(
+        seed % 4 == 1 ? DenseVocab("abe", 6) : RandomVocab(&rng));
+    const int32_t words = (index->vocab().size() + 31) / 32;
+    auto data = MakeGrammarData(index, pda);
+    ASSERT_TRUE(data.ok()) << data.status();
+    const TokenTable& table = (*data)->table;
+    for (int32_t s = 0; s < pda.num_states(); ++s) {
+      const StateTokens* tokens = table.For(s);
+      if (tokens == nullptr || tokens->uncertain.empty()) continue;
+      const std::vector<int32_t>& returns = pda.ReturnStates(pda.StateRule(s));
+      for (size_t k = 0; k < returns.size(); ++k) {
+        const int32_t r = returns[k];
+        for (size_t e = 0; e < k; ++e) {
+          if (pda.StateRule(returns[e]) == pda.StateRule(r) &&
+              pda.AlikeUpTo(pda.StateRule(r), 32).SharedDepth(returns[e], r) >
+                  0) {
+            ++shared;
+            break;
+          }
+        }
+        const ContextTokens* got = table.Context(s, r);
+        auto fresh_data = MakeGrammarData(index, pda);
+        ASSERT_TRUE(fresh_data.ok());
+        const TokenTable& fresh = (*fresh_data)->table;
+        fresh.For(s);
+        const ContextTokens* want = fresh.Context(s, r);
+        ASSERT_EQ(got == nullptr, want == nullptr);
+        if (got == nullptr) continue;
+        ++contexts;
+        ExpectSameContext(*got, *want, words,
+                          "seed " + std::to_string(seed) + " state " +
+                              std::to_string(s) + " return " +
+                              std::to_string(r));
+      }
+    }
+  }
+  EXPECT_GT(contexts, 500);
+  EXPECT_GT(shared, 200);  // most of them built from an alike one
 }
 
 CompiledGrammar Compile(Nfa nfa, std::shared_ptr<const Vocabulary> vocab) {

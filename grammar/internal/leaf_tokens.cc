@@ -25,8 +25,9 @@ void PutInt(int32_t v, std::string* out) {
 // below it in O(1).
 class RestReader {
  public:
-  RestReader(const Pda& pda, const TokenIndex& index, int32_t state)
-      : index_(index), stepper_(pda) {
+  RestReader(const Pda& pda, const TokenIndex& index, int32_t state,
+             int64_t budget)
+      : index_(index), stepper_(pda), budget_(budget) {
     landing_ = LandInCallers(pda, state, &pool_, &stepper_);
     Level root;
     root.nodes_end = landing_.nodes.size();
@@ -52,12 +53,13 @@ class RestReader {
       }
       Truncate(shared + 1);
       while (levels_.size() <= rest.size() && Alive(levels_.back()) &&
-             !levels_.back().escaped) {
+             !levels_.back().escaped && budget_ > 0) {
         Step(static_cast<uint8_t>(rest[levels_.size() - 1]));
       }
       const Level& last = levels_.back();
-      if (last.escaped ||
-          (levels_.size() == rest.size() + 1 && (Alive(last) || last.ends))) {
+      // Alive with bytes left too: the budget ran out before this rest.
+      if (last.escaped || Alive(last) ||
+          (levels_.size() == rest.size() + 1 && last.ends)) {
         (*uncertain)[t - run.begin] = 1;
       }
     }
@@ -84,6 +86,7 @@ class RestReader {
 
   void Step(uint8_t byte) {
     const Level from = levels_.back();
+    budget_ -= static_cast<int64_t>(from.nodes_end - from.nodes_begin);
     step_.clear();
     const CloseFlags f =
         stepper_.Step(&pool_, nodes_.data() + from.nodes_begin,
@@ -104,6 +107,7 @@ class RestReader {
   CallerLanding landing_;
   std::vector<Level> levels_;
   std::vector<int32_t> nodes_, step_;
+  int64_t budget_;  // stack nodes left to step
 };
 
 }  // namespace
@@ -235,7 +239,8 @@ LeafWalk WalkLeaf(const Pda& pda, const TokenIndex& index, int32_t state) {
 
 std::optional<StateTokens> ClassifyLeafState(const Pda& pda,
                                              const TokenIndex& index,
-                                             int32_t state, LeafCache* cache) {
+                                             int32_t state, LeafCache* cache,
+                                             int64_t follow_budget) {
   std::optional<std::string> form = LeafForm(pda, state, kMaxFormStates);
   if (!form) return std::nullopt;
   std::shared_ptr<const LeafWalk> walk = cache->Find(*form);
@@ -246,7 +251,7 @@ std::optional<StateTokens> ClassifyLeafState(const Pda& pda,
   StateTokens out;
   out.accepted = walk->accepted;
   if (walk->runs.empty()) return out;
-  RestReader reader(pda, index, state);
+  RestReader reader(pda, index, state, follow_budget);
   std::vector<char> uncertain;
   for (const LeafWalk::Run& run : walk->runs) {
     uncertain.assign(run.end - run.begin, 0);

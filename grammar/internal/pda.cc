@@ -186,6 +186,189 @@ Pda Pda::Minimized() const {
   return out;
 }
 
+namespace {
+
+// Rules that may complete without reading a byte, through their own final
+// start or calls of such rules: a fixpoint over the rules' byte-free paths.
+std::vector<bool> NullableRules(const Pda& pda) {
+  std::vector<bool> nullable(pda.num_rules(), false);
+  std::vector<int32_t> work;
+  std::vector<bool> seen(pda.num_states(), false);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int32_t r = 0; r < pda.num_rules(); ++r) {
+      if (nullable[r]) continue;
+      work.assign({pda.RuleStart(r)});
+      std::vector<int32_t> visited;
+      while (!work.empty() && !nullable[r]) {
+        const int32_t s = work.back();
+        work.pop_back();
+        if (seen[s]) continue;
+        seen[s] = true;
+        visited.push_back(s);
+        nullable[r] = pda.IsFinal(s);
+        for (const PdaCall* c = pda.CallsBegin(s); c != pda.CallsEnd(s); ++c)
+          if (nullable[c->rule]) work.push_back(c->return_state);
+      }
+      for (int32_t s : visited) seen[s] = false;
+      changed |= nullable[r];
+    }
+  }
+  return nullable;
+}
+
+}  // namespace
+
+Pda::Alike Pda::AlikeUpTo(int32_t rule, int32_t depth) const {
+  Alike out;
+  out.depth = depth;
+  // The rule's states: all reachable from its start by bytes and returns.
+  std::vector<bool> in_rule(num_states(), false);
+  std::vector<int32_t> work{RuleStart(rule)};
+  in_rule[RuleStart(rule)] = true;
+  auto reach = [&](int32_t t) {
+    if (t != kDead && !in_rule[t]) {
+      in_rule[t] = true;
+      work.push_back(t);
+    }
+  };
+  while (!work.empty()) {
+    const int32_t s = work.back();
+    work.pop_back();
+    out.states.push_back(s);
+    for (int b = 0; b < 256; ++b) reach(Next(s, static_cast<uint8_t>(b)));
+    for (const PdaCall* c = CallsBegin(s); c != CallsEnd(s); ++c)
+      reach(c->return_state);
+  }
+  std::sort(out.states.begin(), out.states.end());
+  const auto n = static_cast<int32_t>(out.states.size());
+  auto index_of = [&](int32_t s) {
+    return static_cast<int32_t>(
+        std::lower_bound(out.states.begin(), out.states.end(), s) -
+        out.states.begin());
+  };
+  // Moves as indices into states: byte runs (first byte, target or -1) and
+  // calls (rule, return state, whether the rule may match nothing).
+  const std::vector<bool> nullable = NullableRules(*this);
+  std::vector<std::pair<int32_t, int32_t>> runs;
+  std::vector<int32_t> runs_begin(n + 1, 0);
+  struct Call {
+    int32_t rule, to;
+    bool nullable;
+  };
+  std::vector<Call> calls;
+  std::vector<int32_t> calls_begin(n + 1, 0);
+  for (int32_t i = 0; i < n; ++i) {
+    const int32_t s = out.states[i];
+    int32_t prev = -2;
+    for (int b = 0; b < 256; ++b) {
+      const int32_t t = Next(s, static_cast<uint8_t>(b));
+      const int32_t to = t == kDead ? -1 : index_of(t);
+      if (to != prev) runs.push_back({b, to});
+      prev = to;
+    }
+    runs_begin[i + 1] = static_cast<int32_t>(runs.size());
+    for (const PdaCall* c = CallsBegin(s); c != CallsEnd(s); ++c)
+      calls.push_back({c->rule, index_of(c->return_state), nullable[c->rule]});
+    calls_begin[i + 1] = static_cast<int32_t>(calls.size());
+  }
+  // Classes as a tree of splits: a state's class is out.leaf[i] at the
+  // last level; a node stands for its class at every level from the one it
+  // split off at (node_level) until it splits again. Node 0 is everything.
+  out.node_parent.assign({-1});
+  out.node_level.assign({-1});
+  out.leaf.assign(n, 0);
+  std::unordered_map<std::vector<int32_t>, int32_t, SignatureHash> ids;
+  std::vector<int32_t> sig, cls(n);
+  std::vector<std::pair<int32_t, int32_t>> call_sig;
+  for (int32_t k = 0; k <= depth; ++k) {
+    const std::vector<int32_t>& prev = out.leaf;  // the classes at k - 1
+    ids.clear();
+    for (int32_t i = 0; i < n; ++i) {
+      sig.assign({prev[i], IsFinal(out.states[i]) ? 1 : 0});
+      // After one more byte (or a call that reads at least one), the next
+      // k - 1 bytes must read alike; a call that may read nothing must
+      // return to the very same state. At level 0, only whether a byte
+      // leads anywhere.
+      call_sig.clear();
+      for (int32_t j = calls_begin[i]; j < calls_begin[i + 1]; ++j) {
+        const Call& c = calls[j];
+        call_sig.push_back({c.rule, c.nullable ? -2 - c.to
+                                    : k > 0    ? prev[c.to]
+                                               : 0});
+      }
+      std::sort(call_sig.begin(), call_sig.end());
+      for (auto [r, to] : call_sig) {
+        sig.push_back(r);
+        sig.push_back(to);
+      }
+      sig.push_back(-1 - n);
+      int32_t last = -2;
+      for (int32_t j = runs_begin[i]; j < runs_begin[i + 1]; ++j) {
+        const auto [b, t] = runs[j];
+        const int32_t c = t < 0 ? -1 : k > 0 ? prev[t] : 0;
+        if (c != last) {
+          sig.push_back(b);
+          sig.push_back(c);
+          last = c;
+        }
+      }
+      cls[i] = ids.emplace(sig, static_cast<int32_t>(ids.size())).first->second;
+    }
+    // A node whose states now fall into several classes gets a child each.
+    std::unordered_map<int32_t, int32_t> child;        // class -> its new node
+    std::unordered_map<int32_t, int32_t> first_class;  // node -> a class
+    std::vector<bool> splits(out.node_parent.size(), false);
+    for (int32_t i = 0; i < n; ++i) {
+      auto [it, added] = first_class.emplace(prev[i], cls[i]);
+      if (!added && it->second != cls[i]) splits[prev[i]] = true;
+    }
+    bool split = false;
+    std::vector<int32_t> next(n);
+    for (int32_t i = 0; i < n; ++i) {
+      next[i] = prev[i];
+      if (!splits[prev[i]]) continue;
+      split = true;
+      auto [it, added] =
+          child.emplace(cls[i], static_cast<int32_t>(out.node_parent.size()));
+      if (added) {
+        out.node_parent.push_back(prev[i]);
+        out.node_level.push_back(k);
+      }
+      next[i] = it->second;
+    }
+    out.leaf = std::move(next);
+    // No split after level 0: every deeper level is this one.
+    if (k > 0 && !split) break;
+  }
+  return out;
+}
+
+int32_t Pda::Alike::SharedDepth(int32_t a, int32_t b) const {
+  auto leaf_of = [&](int32_t s) {
+    return leaf[std::lower_bound(states.begin(), states.end(), s) -
+                states.begin()];
+  };
+  int32_t x = leaf_of(a), y = leaf_of(b);
+  if (x == y) return depth;
+  // Up to the two children of the node where they part: they split off at
+  // the first level that tells them apart.
+  while (node_parent[x] != node_parent[y]) {
+    if (node_level[x] >= node_level[y]) {
+      x = node_parent[x];
+    } else {
+      y = node_parent[y];
+    }
+  }
+  return node_level[x] - 1;
+}
+
+size_t Pda::Alike::MemoryBytes() const {
+  return (states.size() + leaf.size() + node_parent.size() +
+          node_level.size()) *
+         sizeof(int32_t);
+}
+
 size_t Pda::MemoryBytes() const {
   size_t bytes = next_.size() * sizeof(int32_t) + final_.size() +
                  has_bytes_.size() + calls_.size() * sizeof(PdaCall) +

@@ -75,6 +75,29 @@ class Pda {
 
   size_t MemoryBytes() const;
 
+  // Which states of `rule` read alike for their next few bytes, whatever
+  // lies below them: for k = 0..depth, states of one class at level k accept,
+  // reject and leave the rule on the same strings of at most k bytes, at
+  // the same places. A bounded repeat (`char{0,300}`) has a state per count
+  // that Minimized() must keep apart, yet counts far from both ends read
+  // any token alike. Sufficient, not exact: a call of a rule that may match
+  // nothing returns alike only to the very same state.
+  // Cost: O(rule states x (256 + depth x moves)) time, on demand; memory a
+  // few ints per state of the rule (the classes as a tree of splits).
+  struct Alike {
+    std::vector<int32_t> states;  // the rule's states, ascending
+    int32_t depth = 0;
+    // The largest k <= depth at which states `a` and `b` (both of the rule)
+    // share a class, or -1 when they differ even at level 0; O(depth).
+    int32_t SharedDepth(int32_t a, int32_t b) const;
+    size_t MemoryBytes() const;
+
+    // states[i]'s class at the last level; per class, the class it split
+    // from and the level it split off at.
+    std::vector<int32_t> leaf, node_parent, node_level;
+  };
+  Alike AlikeUpTo(int32_t rule, int32_t depth) const;
+
   // An equivalent Pda with equivalent states of each rule merged (Moore's
   // partition refinement): states that end alike, move alike on every byte
   // and call alike (unchanged when that would take too long, see pda.cc).

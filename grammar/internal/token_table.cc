@@ -309,35 +309,92 @@ const ContextTokens* FindContext(const std::vector<ContextTokens>& contexts,
 constexpr int kMaxContextDepth = 6;
 // Contexts below one first-level context (which are built on demand).
 constexpr int kMaxNestedContexts = 64;
+// How many bytes ahead return states are compared for sharing contexts:
+// most tokens are shorter, and the few longer ones are read for real.
+constexpr int32_t kAlikeDepth = 32;
+
+// Marks `ids` in `bits` (one bit per id of the vocabulary).
+void MarkIds(const std::vector<int32_t>& ids, std::vector<uint32_t>* bits) {
+  for (int32_t id : ids) (*bits)[id >> 5] |= 1u << (id & 31);
+}
+bool Has(const std::vector<uint32_t>& bits, int32_t id) {
+  return (bits[id >> 5] >> (id & 31)) & 1u;
+}
 
 // Reads `uncertain` tokens of `state` with `chain` as its callers (chain[0]
-// the nearest) and, below the last, whatever its rule may find.
+// the nearest) and, below the last, whatever its rule may find. With
+// `like`, the same context built for a return state whose next `alike`
+// bytes read as chain.back()'s do (Pda::AlikeUpTo), tokens that leave at
+// most `alike` bytes to the callers are taken from it and only longer ones
+// are read: the positions of a counted string far from its bounds differ
+// only for tokens longer than their distance to them.
 ContextTokens ClassifyInContext(const Pda& pda, const TokenIndex& index,
                                 int32_t state,
                                 const std::vector<int32_t>& chain,
                                 const std::vector<int32_t>& uncertain,
-                                int* budget) {
+                                int* budget, const ContextTokens* like,
+                                int32_t alike) {
   ContextTokens out{chain.back(), {}, {}, {}};
+  const int32_t words = (index.vocab().size() + 31) / 32;
   std::vector<int32_t> accepted;
+  std::vector<int32_t> longer;  // the tokens read when `like` is given
+  if (like != nullptr) {
+    // A token reads its first byte in `state`'s rule, so the callers read
+    // at most all but one.
+    for (int32_t id : uncertain) {
+      if (static_cast<int32_t>(index.vocab().bytes(id).size()) > alike + 1)
+        longer.push_back(id);
+    }
+  }
   StackPool pool;
   Stepper stepper(pda);
   int32_t below = Below(pda, pda.StateRule(chain.back()));
   for (auto it = chain.rbegin(); it != chain.rend(); ++it)
     below = pool.Add(*it, below);
   const int32_t top = pool.Add(state, below);
-  stepper.ReadSorted(&pool, &top, &top + 1, index.vocab(), uncertain,
+  // Per id read: accepted, or uncertain at this level (in `read_*` when
+  // `like` is given, straight into the result otherwise).
+  std::vector<uint32_t> read_accepted, read_uncertain;
+  if (like != nullptr) {
+    read_accepted.assign(words, 0);
+    read_uncertain.assign(words, 0);
+  }
+  stepper.ReadSorted(&pool, &top, &top + 1, index.vocab(),
+                     like ? longer : uncertain,
                      [&](int32_t id, const Stepper::TokenReach& r) {
                        // Leaving on the last byte ends the token in the callers
                        // below (readable); leaving earlier leaves bytes for
                        // them.
                        if (r.readable()) {
-                         accepted.push_back(id);
+                         if (like) {
+                           read_accepted[id >> 5] |= 1u << (id & 31);
+                         } else {
+                           accepted.push_back(id);
+                         }
                        } else if (r.escaped) {
-                         out.uncertain.push_back(id);
+                         if (like) {
+                           read_uncertain[id >> 5] |= 1u << (id & 31);
+                         } else {
+                           out.uncertain.push_back(id);
+                         }
                        }
                      });
-  out.accepted =
-      TokenSet::FromIds(std::move(accepted), (index.vocab().size() + 31) / 32);
+  if (like != nullptr) {
+    std::vector<uint32_t> like_accepted(words, 0), like_uncertain(words, 0);
+    bool clean = false;
+    like->accepted.AddTo(like_accepted.data(), words, &clean);
+    MarkIds(like->uncertain, &like_uncertain);
+    for (int32_t id : uncertain) {
+      const bool near =
+          static_cast<int32_t>(index.vocab().bytes(id).size()) <= alike + 1;
+      if (Has(near ? like_accepted : read_accepted, id)) {
+        accepted.push_back(id);
+      } else if (Has(near ? like_uncertain : read_uncertain, id)) {
+        out.uncertain.push_back(id);
+      }
+    }
+  }
+  out.accepted = TokenSet::FromIds(std::move(accepted), words);
   if (out.uncertain.empty() ||
       static_cast<int>(chain.size()) >= kMaxContextDepth)
     return out;
@@ -346,8 +403,11 @@ ContextTokens ClassifyInContext(const Pda& pda, const TokenIndex& index,
   for (int32_t r : pda.ReturnStates(pda.StateRule(chain.back()))) {
     if (--*budget < 0) break;
     deeper.back() = r;
-    out.contexts.push_back(
-        ClassifyInContext(pda, index, state, deeper, out.uncertain, budget));
+    // Below an alike return state, the same callers read alike too.
+    const ContextTokens* below_like =
+        like != nullptr ? like->Context(r) : nullptr;
+    out.contexts.push_back(ClassifyInContext(
+        pda, index, state, deeper, out.uncertain, budget, below_like, alike));
   }
   return out;
 }
@@ -488,6 +548,11 @@ struct TokenTable::LazyContext {
   ContextTokens tokens;
 };
 
+struct TokenTable::RuleAlike {
+  std::once_flag once;
+  Pda::Alike alike;
+};
+
 struct TokenTable::Slot {
   std::once_flag once;
   std::atomic<bool> built{false};  // tokens may be read without `once`
@@ -506,6 +571,7 @@ void TokenTable::Init(std::vector<int32_t> slot,
   slot_ = std::move(slot);
   first_state_ = std::move(first_state);
   slots_ = std::make_unique<Slot[]>(first_state_.size());
+  alike_ = std::make_unique<RuleAlike[]>(pda_.num_rules());
 }
 
 absl::Status TokenTable::Group(std::chrono::steady_clock::time_point deadline) {
@@ -615,10 +681,39 @@ const ContextTokens* TokenTable::Context(int32_t state,
   if (c.built.load(std::memory_order_acquire)) return &c.tokens;
   std::call_once(c.once, [&] {
     int budget = kMaxNestedContexts;
+    int32_t alike = 0;
+    const ContextTokens* like = AlikeContext(i, return_state, &alike);
     Publish(&c, ClassifyInContext(pda_, index_, first_state_[i], {return_state},
-                                  slot.tokens.uncertain, &budget));
+                                  slot.tokens.uncertain, &budget, like, alike));
   });
   return &c.tokens;
+}
+
+const ContextTokens* TokenTable::AlikeContext(size_t i, int32_t return_state,
+                                              int32_t* alike) const {
+  const Slot& slot = slots_[i];
+  const std::vector<int32_t>& returns = Returns(i);
+  const int32_t rule = pda_.StateRule(return_state);
+  RuleAlike& a = alike_[rule];
+  std::call_once(a.once, [&] {
+    a.alike = pda_.AlikeUpTo(rule, kAlikeDepth);
+    alike_bytes_.fetch_add(a.alike.MemoryBytes(), std::memory_order_relaxed);
+  });
+  const ContextTokens* like = nullptr;
+  *alike = 0;
+  for (size_t j = 0; j < returns.size(); ++j) {
+    const LazyContext& other = slot.contexts[j];
+    if (!other.built.load(std::memory_order_acquire) ||
+        pda_.StateRule(returns[j]) != rule) {
+      continue;
+    }
+    const int32_t depth = a.alike.SharedDepth(returns[j], return_state);
+    if (depth > *alike) {
+      *alike = depth;
+      like = &other.tokens;
+    }
+  }
+  return like;
 }
 
 size_t TokenTable::SlotBytes(size_t i) const {
@@ -632,7 +727,8 @@ size_t TokenTable::SlotBytes(size_t i) const {
 size_t TokenTable::MemoryBytes() const {
   return (slot_.size() + first_state_.size()) * sizeof(int32_t) +
          first_state_.size() * sizeof(Slot) +
-         built_bytes_.load(std::memory_order_relaxed);
+         built_bytes_.load(std::memory_order_relaxed) + alike_bytes() +
+         pda_.num_rules() * sizeof(RuleAlike);
 }
 
 const std::vector<int32_t>& TokenTable::Returns(size_t slot) const {

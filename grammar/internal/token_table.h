@@ -130,8 +130,10 @@ class TokenTable {
   const ContextTokens* Context(int32_t state, int32_t return_state) const;
 
   // Tables in all (states that classify alike share one), those built so
-  // far (contexts not counted), and the bytes they, their contexts and the
-  // grouping occupy.
+  // far (contexts not counted), and the bytes they, their contexts, the
+  // grouping and the rules' alike classes (Pda::AlikeUpTo) occupy; of
+  // these, Save carries all but the alike classes, which a loaded table
+  // makes again when a new context needs them.
   int32_t num_tables() const {
     return static_cast<int32_t>(first_state_.size());
   }
@@ -139,6 +141,9 @@ class TokenTable {
   // Whether a Prebuild has run to the end.
   bool complete() const { return complete_.load(std::memory_order_acquire); }
   size_t MemoryBytes() const;
+  size_t alike_bytes() const {
+    return alike_bytes_.load(std::memory_order_relaxed);
+  }
 
   // The table in serialize.h's form: the grouping and the tables built so
   // far (the others are built on demand after loading, as here). Load
@@ -150,6 +155,7 @@ class TokenTable {
  private:
   struct Slot;
   struct LazyContext;
+  struct RuleAlike;
   void Init(std::vector<int32_t> slot, std::vector<int32_t> first_state);
   // Return states of the rule of slot `slot`'s states: one context each.
   const std::vector<int32_t>& Returns(size_t slot) const;
@@ -157,6 +163,10 @@ class TokenTable {
   // runs inside its once_flag.
   void Publish(size_t slot, StateTokens tokens) const;
   void Publish(LazyContext* context, ContextTokens tokens) const;
+  // A built context of slot `slot` whose return state reads its next
+  // `*alike` bytes as `return_state` does, worth building from; or null.
+  const ContextTokens* AlikeContext(size_t slot, int32_t return_state,
+                                    int32_t* alike) const;
   // What a built slot holds, its contexts not counted.
   size_t SlotBytes(size_t slot) const;
 
@@ -166,8 +176,11 @@ class TokenTable {
   // Per slot, the first state that maps to it: the one classified.
   std::vector<int32_t> first_state_;
   std::unique_ptr<Slot[]> slots_;
+  // Per rule, built when a context first needs it.
+  std::unique_ptr<RuleAlike[]> alike_;
   // What For() and Context() have built so far, so MemoryBytes is cheap.
   mutable std::atomic<size_t> built_bytes_{0};
+  mutable std::atomic<size_t> alike_bytes_{0};
   mutable std::atomic<bool> complete_{false};
 };
 
