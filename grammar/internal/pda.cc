@@ -219,9 +219,8 @@ std::vector<bool> NullableRules(const Pda& pda) {
 
 }  // namespace
 
-Pda::Alike Pda::AlikeUpTo(int32_t rule, int32_t depth) const {
+Pda::Alike Pda::AlikeUpTo(int32_t rule, int32_t depth, int64_t max_work) const {
   Alike out;
-  out.depth = depth;
   // The rule's states: all reachable from its start by bytes and returns.
   std::vector<bool> in_rule(num_states(), false);
   std::vector<int32_t> work{RuleStart(rule)};
@@ -242,11 +241,11 @@ Pda::Alike Pda::AlikeUpTo(int32_t rule, int32_t depth) const {
   }
   std::sort(out.states.begin(), out.states.end());
   const auto n = static_cast<int32_t>(out.states.size());
-  auto index_of = [&](int32_t s) {
-    return static_cast<int32_t>(
-        std::lower_bound(out.states.begin(), out.states.end(), s) -
-        out.states.begin());
-  };
+  depth = static_cast<int32_t>(std::min<int64_t>(depth, max_work / n - 1));
+  out.depth = depth;
+  std::vector<int32_t> index(num_states(), -1);
+  for (int32_t i = 0; i < n; ++i) index[out.states[i]] = i;
+  auto index_of = [&](int32_t s) { return index[s]; };
   // Moves as indices into states: byte runs (first byte, target or -1) and
   // calls (rule, return state, whether the rule may match nothing).
   const std::vector<bool> nullable = NullableRules(*this);

@@ -82,6 +82,8 @@ class Pda {
   // that Minimized() must keep apart, yet counts far from both ends read
   // any token alike. Sufficient, not exact: a call of a rule that may match
   // nothing returns alike only to the very same state.
+  // Levels past `max_work` / (rule states) are not compared (depth is then
+  // less than asked).
   // Cost: O(rule states x (256 + depth x moves)) time, on demand; memory a
   // few ints per state of the rule (the classes as a tree of splits).
   struct Alike {
@@ -96,7 +98,8 @@ class Pda {
     // from and the level it split off at.
     std::vector<int32_t> leaf, node_parent, node_level;
   };
-  Alike AlikeUpTo(int32_t rule, int32_t depth) const;
+  Alike AlikeUpTo(int32_t rule, int32_t depth,
+                  int64_t max_work = int64_t{1} << 30) const;
 
   // An equivalent Pda with equivalent states of each rule merged (Moore's
   // partition refinement): states that end alike, move alike on every byte

@@ -312,6 +312,12 @@ constexpr int kMaxNestedContexts = 64;
 // How many bytes ahead return states are compared for sharing contexts:
 // most tokens are shorter, and the few longer ones are read for real.
 constexpr int32_t kAlikeDepth = 32;
+// Rule states x levels compared at most (about 100 ns each): fewer levels
+// for a large rule.
+constexpr int64_t kAlikeWork = int64_t{1} << 16;
+// Contexts of fewer uncertain tokens are read in full, a few hundred
+// microseconds: less than comparing the states of a large rule.
+constexpr size_t kMinAlikeUncertain = 4096;
 
 // Marks `ids` in `bits` (one bit per id of the vocabulary).
 void MarkIds(const std::vector<int32_t>& ids, std::vector<uint32_t>* bits) {
@@ -692,15 +698,16 @@ const ContextTokens* TokenTable::Context(int32_t state,
 const ContextTokens* TokenTable::AlikeContext(size_t i, int32_t return_state,
                                               int32_t* alike) const {
   const Slot& slot = slots_[i];
+  *alike = 0;
+  if (slot.tokens.uncertain.size() < kMinAlikeUncertain) return nullptr;
   const std::vector<int32_t>& returns = Returns(i);
   const int32_t rule = pda_.StateRule(return_state);
   RuleAlike& a = alike_[rule];
   std::call_once(a.once, [&] {
-    a.alike = pda_.AlikeUpTo(rule, kAlikeDepth);
+    a.alike = pda_.AlikeUpTo(rule, kAlikeDepth, kAlikeWork);
     alike_bytes_.fetch_add(a.alike.MemoryBytes(), std::memory_order_relaxed);
   });
   const ContextTokens* like = nullptr;
-  *alike = 0;
   for (size_t j = 0; j < returns.size(); ++j) {
     const LazyContext& other = slot.contexts[j];
     if (!other.built.load(std::memory_order_acquire) ||

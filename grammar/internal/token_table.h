@@ -123,7 +123,11 @@ class TokenTable {
   // caller's state `return_state` right below it, built now if no caller
   // has asked for this pair before: a few hundred microseconds, paid only
   // for the callers an output meets (a string rule called from a thousand
-  // places in a large schema would otherwise pay a thousand). Null when
+  // places in a large schema would otherwise pay a thousand). A context
+  // whose return state reads its next bytes as that of one built before
+  // does (Pda::AlikeUpTo) reads only the tokens longer than that; the
+  // others it copies (llama3, a character of a string with a maxLength:
+  // 16 ms read in full, about 1 ms far from the bounds). Null when
   // nothing is uncertain or `return_state` is not one of the rule's return
   // states; with no caller at all (the root rule's frame at the bottom)
   // every uncertain token is rejected: nothing may follow.
