@@ -315,9 +315,10 @@ constexpr int32_t kAlikeDepth = 32;
 // Rule states x levels compared at most (about 100 ns each): fewer levels
 // for a large rule.
 constexpr int64_t kAlikeWork = int64_t{1} << 16;
-// Contexts of fewer uncertain tokens are read in full, a few hundred
-// microseconds: less than comparing the states of a large rule.
-constexpr size_t kMinAlikeUncertain = 4096;
+// Contexts of fewer uncertain tokens than this share of the vocabulary
+// (4096 of llama3's) are read in full, a few hundred microseconds: less
+// than comparing the states of a large rule.
+constexpr size_t kAlikeVocabShare = 32;
 
 // Marks `ids` in `bits` (one bit per id of the vocabulary).
 void MarkIds(const std::vector<int32_t>& ids, std::vector<uint32_t>* bits) {
@@ -699,7 +700,10 @@ const ContextTokens* TokenTable::AlikeContext(size_t i, int32_t return_state,
                                               int32_t* alike) const {
   const Slot& slot = slots_[i];
   *alike = 0;
-  if (slot.tokens.uncertain.size() < kMinAlikeUncertain) return nullptr;
+  if (slot.tokens.uncertain.size() * kAlikeVocabShare <
+      static_cast<size_t>(index_.vocab().size())) {
+    return nullptr;
+  }
   const std::vector<int32_t>& returns = Returns(i);
   const int32_t rule = pda_.StateRule(return_state);
   RuleAlike& a = alike_[rule];
