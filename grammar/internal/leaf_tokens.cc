@@ -149,27 +149,43 @@ size_t LeafCache::bytes() const {
 
 std::optional<std::string> LeafForm(const Pda& pda, int32_t state,
                                     int32_t max_states) {
+  // State numbers, valid where their stamp is this call's: a map made per
+  // call cost more than the form on large automata.
+  thread_local std::vector<int32_t> number;
+  thread_local std::vector<uint32_t> stamp_of;
+  thread_local uint32_t stamp = 0;
+  if (stamp_of.size() < static_cast<size_t>(pda.num_states())) {
+    number.resize(pda.num_states());
+    stamp_of.resize(pda.num_states(), 0);
+  }
+  if (++stamp == 0) {
+    std::fill(stamp_of.begin(), stamp_of.end(), 0);
+    stamp = 1;
+  }
   std::vector<int32_t> order{state};
-  std::unordered_map<int32_t, int32_t> number{{state, 0}};
+  number[state] = 0;
+  stamp_of[state] = stamp;
   std::string form;
   for (size_t i = 0; i < order.size(); ++i) {
     const int32_t s = order[i];
     if (pda.CallsBegin(s) != pda.CallsEnd(s)) return std::nullopt;
     PutInt(pda.IsFinal(s) ? -2 : -3, &form);
-    int32_t prev = -4;
+    int32_t prev = -4, prev_target = -5;
     for (int b = 0; b < 256; ++b) {
       const int32_t t = pda.Next(s, static_cast<uint8_t>(b));
+      if (t == prev_target) continue;  // a run of bytes with one target
+      prev_target = t;
       int32_t n = -1;
       if (t != Pda::kDead) {
-        auto [it, added] =
-            number.emplace(t, static_cast<int32_t>(order.size()));
-        if (added) {
+        if (stamp_of[t] != stamp) {
           if (static_cast<int32_t>(order.size()) >= max_states) {
             return std::nullopt;
           }
+          stamp_of[t] = stamp;
+          number[t] = static_cast<int32_t>(order.size());
           order.push_back(t);
         }
-        n = it->second;
+        n = number[t];
       }
       // Runs of bytes with one target: (first byte, target).
       if (n != prev) {
