@@ -579,11 +579,6 @@ void TokenTable::Init(std::vector<int32_t> slot,
   first_state_ = std::move(first_state);
   slots_ = std::make_unique<Slot[]>(first_state_.size());
   alike_ = std::make_unique<RuleAlike[]>(pda_.num_rules());
-  rule_calls_.assign(pda_.num_rules(), false);
-  for (int32_t s = 0; s < pda_.num_states(); ++s) {
-    if (pda_.CallsBegin(s) != pda_.CallsEnd(s))
-      rule_calls_[pda_.StateRule(s)] = true;
-  }
 }
 
 absl::Status TokenTable::Group(std::chrono::steady_clock::time_point deadline) {
@@ -656,14 +651,10 @@ const StateTokens* TokenTable::For(int32_t state) const {
   Slot& slot = slots_[i];
   if (slot.built.load(std::memory_order_acquire)) return &slot.tokens;
   std::call_once(slot.once, [&] {
-    // A rule that calls anywhere has few states that call nothing from
-    // there on (its closing bytes): not worth looking for them.
-    const int32_t state = first_state_[i];
     std::optional<StateTokens> leaf =
-        rule_calls_[pda_.StateRule(state)]
-            ? std::nullopt
-            : ClassifyLeafState(pda_, index_, state, index_.leaf_cache());
-    Publish(i, leaf ? *std::move(leaf) : ClassifyState(pda_, index_, state));
+        ClassifyLeafState(pda_, index_, first_state_[i], index_.leaf_cache());
+    Publish(i, leaf ? *std::move(leaf)
+                    : ClassifyState(pda_, index_, first_state_[i]));
   });
   return &slot.tokens;
 }

@@ -17,8 +17,8 @@
 // walk of the token trie, pruning where a prefix dies and settling at once a
 // subtree whose bytes all lead back to the same stack sets (the inside of an
 // identifier or a string): tens of microseconds for a state that allows few
-// tokens, a few milliseconds for one that allows most. A state of a rule
-// that calls no rule (most of the costly ones: inside a string, a number)
+// tokens, a few milliseconds for one that allows most. A state whose rule
+// calls nothing from there on (most of the costly ones: inside a string)
 // is classified from a walk shared by every grammar of the vocabulary
 // instead (leaf_tokens.h), a fraction of a millisecond when new. Classifying
 // every state up front made a large schema's first mask wait seconds for states
@@ -182,8 +182,6 @@ class TokenTable {
   std::unique_ptr<Slot[]> slots_;
   // Per rule, built when a context first needs it.
   std::unique_ptr<RuleAlike[]> alike_;
-  // Per rule, whether any of its states calls a rule.
-  std::vector<bool> rule_calls_;
   // What For() and Context() have built so far, so MemoryBytes is cheap.
   mutable std::atomic<size_t> built_bytes_{0};
   mutable std::atomic<size_t> alike_bytes_{0};
