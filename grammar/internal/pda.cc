@@ -87,6 +87,44 @@ void Pda::Finish() {
   }
 }
 
+namespace {
+
+// Byte moves of `s` as runs with one target, (first byte, to(target)), a
+// dead byte's target -1: most states move on a few ranges, so a round of
+// refinement reads a handful of runs instead of 256 bytes.
+template <typename To>
+void AppendRuns(const Pda& pda, int32_t s, To to,
+                std::vector<std::pair<int32_t, int32_t>>* runs) {
+  int32_t prev = -2;
+  for (int b = 0; b < 256; ++b) {
+    const int32_t t = pda.Next(s, static_cast<uint8_t>(b));
+    const int32_t mapped = t == Pda::kDead ? -1 : to(t);
+    if (mapped != prev) runs->push_back({b, mapped});
+    prev = mapped;
+  }
+}
+
+// Appends (first byte of a run, class_of(target)) for runs[begin, end),
+// runs of one class merged so that targets of one class compare equal
+// however they were split.
+template <typename ClassOf>
+void AppendRunClasses(const std::vector<std::pair<int32_t, int32_t>>& runs,
+                      int32_t begin, int32_t end, ClassOf class_of,
+                      std::vector<int32_t>* sig) {
+  int32_t prev = -2;
+  for (int32_t k = begin; k < end; ++k) {
+    const auto [b, t] = runs[k];
+    const int32_t c = t < 0 ? -1 : class_of(t);
+    if (c != prev) {
+      sig->push_back(b);
+      sig->push_back(c);
+      prev = c;
+    }
+  }
+}
+
+}  // namespace
+
 Pda Pda::Minimized() const {
   const int32_t n = num_states();
   std::vector<int32_t> cls(n), next_cls(n);
@@ -104,17 +142,11 @@ Pda Pda::Minimized() const {
   int32_t count = classify([&](int32_t s) {
     sig.assign({StateRule(s), final_[s]});
   });
-  // Byte moves as runs with one target, found once: most states move on a
-  // few ranges, so a round reads a handful of runs instead of 256 bytes.
   std::vector<std::pair<int32_t, int32_t>> runs;  // (first byte, target)
   std::vector<int32_t> runs_begin(n + 1, 0);
   for (int32_t s = 0; s < n; ++s) {
-    int32_t prev = -2;
-    for (int b = 0; b < 256; ++b) {
-      const int32_t t = Next(s, static_cast<uint8_t>(b));
-      if (t != prev) runs.push_back({b, t});
-      prev = t;
-    }
+    AppendRuns(
+        *this, s, [](int32_t t) { return t; }, &runs);
     runs_begin[s + 1] = static_cast<int32_t>(runs.size());
   }
   std::vector<std::pair<int32_t, int32_t>> calls;
@@ -127,18 +159,9 @@ Pda Pda::Minimized() const {
     cls = next_cls;
     int32_t refined = classify([&](int32_t s) {
       sig.assign({cls[s]});
-      // (first byte of a run, target class), runs of one class merged so
-      // that targets of one class compare equal however they were split.
-      int32_t prev = -2;
-      for (int32_t k = runs_begin[s]; k < runs_begin[s + 1]; ++k) {
-        const auto [b, t] = runs[k];
-        const int32_t c = t == kDead ? -1 : cls[t];
-        if (c != prev) {
-          sig.push_back(b);
-          sig.push_back(c);
-          prev = c;
-        }
-      }
+      AppendRunClasses(
+          runs, runs_begin[s], runs_begin[s + 1],
+          [&](int32_t t) { return cls[t]; }, &sig);
       calls.clear();
       for (const PdaCall* c = CallsBegin(s); c != CallsEnd(s); ++c) {
         calls.push_back({c->rule, cls[c->return_state]});
@@ -246,8 +269,8 @@ Pda::Alike Pda::AlikeUpTo(int32_t rule, int32_t depth, int64_t max_work) const {
   std::vector<int32_t> index(num_states(), -1);
   for (int32_t i = 0; i < n; ++i) index[out.states[i]] = i;
   auto index_of = [&](int32_t s) { return index[s]; };
-  // Moves as indices into states: byte runs (first byte, target or -1) and
-  // calls (rule, return state, whether the rule may match nothing).
+  // Moves as indices into states: byte runs and calls (rule, return state,
+  // whether the rule may match nothing).
   const std::vector<bool> nullable = NullableRules(*this);
   std::vector<std::pair<int32_t, int32_t>> runs;
   std::vector<int32_t> runs_begin(n + 1, 0);
@@ -259,13 +282,7 @@ Pda::Alike Pda::AlikeUpTo(int32_t rule, int32_t depth, int64_t max_work) const {
   std::vector<int32_t> calls_begin(n + 1, 0);
   for (int32_t i = 0; i < n; ++i) {
     const int32_t s = out.states[i];
-    int32_t prev = -2;
-    for (int b = 0; b < 256; ++b) {
-      const int32_t t = Next(s, static_cast<uint8_t>(b));
-      const int32_t to = t == kDead ? -1 : index_of(t);
-      if (to != prev) runs.push_back({b, to});
-      prev = to;
-    }
+    AppendRuns(*this, s, index_of, &runs);
     runs_begin[i + 1] = static_cast<int32_t>(runs.size());
     for (const PdaCall* c = CallsBegin(s); c != CallsEnd(s); ++c)
       calls.push_back({c->rule, index_of(c->return_state), nullable[c->rule]});
@@ -302,16 +319,9 @@ Pda::Alike Pda::AlikeUpTo(int32_t rule, int32_t depth, int64_t max_work) const {
         sig.push_back(to);
       }
       sig.push_back(-1 - n);
-      int32_t last = -2;
-      for (int32_t j = runs_begin[i]; j < runs_begin[i + 1]; ++j) {
-        const auto [b, t] = runs[j];
-        const int32_t c = t < 0 ? -1 : k > 0 ? prev[t] : 0;
-        if (c != last) {
-          sig.push_back(b);
-          sig.push_back(c);
-          last = c;
-        }
-      }
+      AppendRunClasses(
+          runs, runs_begin[i], runs_begin[i + 1],
+          [&](int32_t t) { return k > 0 ? prev[t] : 0; }, &sig);
       cls[i] = ids.emplace(sig, static_cast<int32_t>(ids.size())).first->second;
     }
     // A node whose states now fall into several classes gets a child each.

@@ -359,13 +359,7 @@ ContextTokens ClassifyInContext(const Pda& pda, const TokenIndex& index,
   for (auto it = chain.rbegin(); it != chain.rend(); ++it)
     below = pool.Add(*it, below);
   const int32_t top = pool.Add(state, below);
-  // Per id read: accepted, or uncertain at this level (in `read_*` when
-  // `like` is given, straight into the result otherwise).
-  std::vector<uint32_t> read_accepted, read_uncertain;
-  if (like != nullptr) {
-    read_accepted.assign(words, 0);
-    read_uncertain.assign(words, 0);
-  }
+  std::vector<int32_t> escaped;
   stepper.ReadSorted(&pool, &top, &top + 1, index.vocab(),
                      like ? longer : uncertain,
                      [&](int32_t id, const Stepper::TokenReach& r) {
@@ -373,34 +367,35 @@ ContextTokens ClassifyInContext(const Pda& pda, const TokenIndex& index,
                        // below (readable); leaving earlier leaves bytes for
                        // them.
                        if (r.readable()) {
-                         if (like) {
-                           read_accepted[id >> 5] |= 1u << (id & 31);
-                         } else {
-                           accepted.push_back(id);
-                         }
+                         accepted.push_back(id);
                        } else if (r.escaped) {
-                         if (like) {
-                           read_uncertain[id >> 5] |= 1u << (id & 31);
-                         } else {
-                           out.uncertain.push_back(id);
-                         }
+                         escaped.push_back(id);
                        }
                      });
   if (like != nullptr) {
-    std::vector<uint32_t> like_accepted(words, 0), like_uncertain(words, 0);
+    // Merged in `uncertain`'s byte order: the shorter tokens as in `like`,
+    // the longer ones as just read.
+    std::vector<uint32_t> now_accepted(words, 0), now_escaped(words, 0);
     bool clean = false;
-    like->accepted.AddTo(like_accepted.data(), words, &clean);
-    MarkIds(like->uncertain, &like_uncertain);
+    like->accepted.AddTo(now_accepted.data(), words, &clean);
+    MarkIds(like->uncertain, &now_escaped);
+    for (int32_t id : longer) {
+      now_accepted[id >> 5] &= ~(1u << (id & 31));
+      now_escaped[id >> 5] &= ~(1u << (id & 31));
+    }
+    MarkIds(accepted, &now_accepted);
+    MarkIds(escaped, &now_escaped);
+    accepted.clear();
+    escaped.clear();
     for (int32_t id : uncertain) {
-      const bool near =
-          static_cast<int32_t>(index.vocab().bytes(id).size()) <= alike + 1;
-      if (Has(near ? like_accepted : read_accepted, id)) {
+      if (Has(now_accepted, id)) {
         accepted.push_back(id);
-      } else if (Has(near ? like_uncertain : read_uncertain, id)) {
-        out.uncertain.push_back(id);
+      } else if (Has(now_escaped, id)) {
+        escaped.push_back(id);
       }
     }
   }
+  out.uncertain = std::move(escaped);
   out.accepted = TokenSet::FromIds(std::move(accepted), words);
   if (out.uncertain.empty() ||
       static_cast<int>(chain.size()) >= kMaxContextDepth)
