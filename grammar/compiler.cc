@@ -1,6 +1,8 @@
 #include "grammar/compiler.h"
 
 #include <algorithm>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -81,17 +83,92 @@ std::vector<bool> InlinedRules(const Grammar& g) {
   return inlined;
 }
 
+// Per expression, an id that structurally equal expressions share, and
+// whether that id occurs more than once where the builder will meet it
+// (as a child, a rule's body, or the body of a rule copied into a caller).
+struct SharedExprs {
+  std::vector<int32_t> id;
+  std::vector<bool> repeated;  // indexed by id
+};
+
+SharedExprs FindSharedExprs(const Grammar& g,
+                            const std::vector<bool>& inlined) {
+  SharedExprs out;
+  out.id.resize(g.exprs.size());
+  std::unordered_map<std::string, int32_t> ids;
+  std::string key;
+  auto put = [&key](int64_t v) {
+    key.append(reinterpret_cast<const char*>(&v), sizeof v);
+  };
+  // Children precede parents, so their ids are known.
+  for (size_t e = 0; e < g.exprs.size(); ++e) {
+    const Expr& x = g.exprs[e];
+    key.assign(1, static_cast<char>(x.kind));
+    put(x.min);
+    put(x.max);
+    put(x.rule);
+    put(static_cast<int64_t>(x.ranges.size()));
+    for (const CharRange& r : x.ranges) put((int64_t{r.lo} << 32) | r.hi);
+    put(static_cast<int64_t>(x.children.size()));
+    for (int32_t c : x.children) put(out.id[c]);
+    key += x.bytes;
+    out.id[e] =
+        ids.emplace(key, static_cast<int32_t>(ids.size())).first->second;
+  }
+  std::vector<int32_t> uses(ids.size(), 0);
+  for (const Expr& x : g.exprs) {
+    for (int32_t c : x.children) ++uses[out.id[c]];
+    if (x.kind == ExprKind::kRuleRef && inlined[x.rule]) {
+      ++uses[out.id[g.rules[x.rule].body]];
+    }
+  }
+  for (const Rule& r : g.rules) ++uses[out.id[r.body]];
+  out.repeated.resize(uses.size());
+  for (size_t k = 0; k < uses.size(); ++k) out.repeated[k] = uses[k] > 1;
+  return out;
+}
+
 // Thompson construction of one expression of a byte-level grammar between
 // two Nfa states of `rule`. Repeats are unrolled; `budget` bounds the states
 // made so that {n,m} nests cannot blow up memory.
+//
+// An expression that occurs again toward the same end state is not built
+// again: the second occurrence enters the first one's fragment. A fragment
+// only has edges out of its entry and its own states, and into its own
+// states and its end, so whoever enters it can only leave it at that end,
+// having read one string of the expression. This matters to the subset
+// construction: `key ::= "\"" ([^r] char* | "r" ([^o] char* | ...)) "\""`
+// (a key that is not "ro...") has a `char*` per branch, and as copies they
+// make a DFA state per branch and char* state that minimizing merges again
+// (2,746 states for 260 on a Kubernetes schema); shared, they are one.
 class NfaBuilder {
  public:
   NfaBuilder(const Grammar& g, internal::Nfa* nfa, int64_t budget)
-      : g_(g), nfa_(*nfa), budget_(budget), inline_(InlinedRules(g)) {}
+      : g_(g),
+        nfa_(*nfa),
+        budget_(budget),
+        inline_(InlinedRules(g)),
+        shared_(FindSharedExprs(g, inline_)) {}
 
   absl::Status Build(int32_t rule, int32_t expr, int32_t from, int32_t to) {
     if (--budget_ < 0) return TooBig();
     const Expr& e = g_.exprs[expr];
+    const bool composite = e.kind == ExprKind::kSequence ||
+                           e.kind == ExprKind::kChoice ||
+                           e.kind == ExprKind::kRepeat;
+    if (composite && shared_.repeated[shared_.id[expr]]) {
+      const uint64_t key = (static_cast<uint64_t>(shared_.id[expr]) << 32) |
+                           static_cast<uint32_t>(to);
+      auto [it, fresh] = entries_.try_emplace(key, -1);
+      if (!fresh) {
+        nfa_.AddEpsilon(from, it->second);
+        return absl::OkStatus();
+      }
+      const int32_t entry = NewState(rule);
+      it->second = entry;
+      nfa_.AddEpsilon(from, entry);
+      from = entry;
+    }
     switch (e.kind) {
       case ExprKind::kBytes: {
         int32_t cur = from;
@@ -126,11 +203,11 @@ class NfaBuilder {
       case ExprKind::kChoice:
         for (int32_t child : e.children) {
           // A state of its own per branch keeps branches from mixing when
-          // one of them loops back to its start.
-          int32_t a = NewState(rule), b = NewState(rule);
+          // one of them loops back to its start. Their ends may be one:
+          // nothing leaves `to` inside the choice.
+          int32_t a = NewState(rule);
           nfa_.AddEpsilon(from, a);
-          nfa_.AddEpsilon(b, to);
-          if (auto s = Build(rule, child, a, b); !s.ok()) return s;
+          if (auto s = Build(rule, child, a, to); !s.ok()) return s;
         }
         return absl::OkStatus();
       case ExprKind::kRepeat:
@@ -189,6 +266,9 @@ class NfaBuilder {
   internal::Nfa& nfa_;
   int64_t budget_;
   const std::vector<bool> inline_;
+  const SharedExprs shared_;
+  // (shared id, end state) -> entry state of the fragment built for them.
+  std::unordered_map<uint64_t, int32_t> entries_;
 };
 
 }  // namespace

@@ -122,31 +122,33 @@ absl::Status Nfa::PruneUnproductive(int32_t root) {
 absl::StatusOr<Pda> Nfa::Determinize(
     int32_t root, int32_t max_states,
     std::chrono::steady_clock::time_point deadline) const {
-  Pda pda;
-  for (const Rule& r : rules_) pda.AddRule(r.name);
-  pda.SetRoot(root);
+  RawPda raw;
+  for (const Rule& r : rules_) raw.rule_names.push_back(r.name);
+  raw.root_rule = root;
 
+  // Subsets are numbered as they are found and expanded in that order, so
+  // the queue holds the subsets themselves (map keys keep their address).
   std::unordered_map<std::vector<int32_t>, int32_t, SignatureHash> ids;
   ClosureScratch scratch;
-  std::deque<std::vector<int32_t>> queue;
+  std::deque<const std::vector<int32_t>*> queue;
   absl::Status status;
   auto intern = [&](std::vector<int32_t> subset) -> int32_t {
-    auto it = ids.find(subset);
-    if (it != ids.end()) return it->second;
-    if (pda.num_states() >= max_states) {
+    auto [it, fresh] = ids.try_emplace(std::move(subset), raw.num_states());
+    if (!fresh) return it->second;
+    if (raw.num_states() >= max_states) {
       status = absl::ResourceExhaustedError(absl::StrCat(
           "the grammar needs more than ", max_states, " automaton states"));
       return Pda::kDead;
     }
-    int32_t rule = states_[subset[0]].rule;
-    bool final =
-        std::binary_search(subset.begin(), subset.end(), rules_[rule].accept);
-    int32_t id = pda.AddState(rule, final);
-    ids.emplace(subset, id);
-    queue.push_back(std::move(subset));
-    return id;
+    const std::vector<int32_t>& set = it->first;
+    const int32_t rule = states_[set[0]].rule;
+    raw.state_rule.push_back(rule);
+    raw.final.push_back(
+        std::binary_search(set.begin(), set.end(), rules_[rule].accept));
+    queue.push_back(&set);
+    return it->second;
   };
-  // Every rule's start subset first, so it is the rule's first state.
+  // Every rule's start subset first, so that state r is rule r's start.
   for (const Rule& r : rules_) intern(EpsilonClosure({r.start}, &scratch));
 
   std::vector<int> cuts;
@@ -155,11 +157,10 @@ absl::StatusOr<Pda> Nfa::Determinize(
   while (!queue.empty() && status.ok()) {
     if (std::chrono::steady_clock::now() > deadline) {
       return absl::DeadlineExceededError(
-          absl::StrCat(pda.num_states(), " automaton states so far"));
+          absl::StrCat(raw.num_states(), " automaton states so far"));
     }
-    std::vector<int32_t> subset = std::move(queue.front());
+    const std::vector<int32_t>& subset = *queue.front();
     queue.pop_front();
-    const int32_t from = ids.at(subset);
     // Split the byte range at every edge boundary; within a piece every byte
     // leads to the same subset.
     cuts.assign({0, 256});
@@ -171,6 +172,7 @@ absl::StatusOr<Pda> Nfa::Determinize(
     }
     std::sort(cuts.begin(), cuts.end());
     cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    int32_t prev = -2;
     for (size_t k = 0; k + 1 < cuts.size(); ++k) {
       const int lo = cuts[k], hi = cuts[k + 1] - 1;
       targets.clear();
@@ -179,25 +181,27 @@ absl::StatusOr<Pda> Nfa::Determinize(
           if (e.lo <= lo && hi <= e.hi) targets.push_back(e.to);
         }
       }
-      if (targets.empty()) continue;
-      int32_t to = intern(EpsilonClosure(targets, &scratch));
+      const int32_t to = targets.empty()
+                             ? Pda::kDead
+                             : intern(EpsilonClosure(targets, &scratch));
       if (!status.ok()) break;
-      for (int b = lo; b <= hi; ++b)
-        pda.SetNext(from, static_cast<uint8_t>(b), to);
+      if (to != prev) raw.runs.push_back({lo, to});
+      prev = to;
     }
+    raw.runs_begin.push_back(static_cast<int32_t>(raw.runs.size()));
     calls.clear();
     for (int32_t s : subset) {
       for (const CallEdge& c : states_[s].calls) calls[c.rule].push_back(c.to);
     }
     for (auto& [rule, tos] : calls) {
-      int32_t to = intern(EpsilonClosure(tos, &scratch));
+      const int32_t to = intern(EpsilonClosure(tos, &scratch));
       if (!status.ok()) break;
-      pda.AddCall(from, {rule, to});
+      raw.calls.push_back({rule, to});
     }
+    raw.calls_begin.push_back(static_cast<int32_t>(raw.calls.size()));
   }
   if (!status.ok()) return status;
-  pda.Finish();
-  return pda.Minimized();
+  return Pda::Minimize(raw);
 }
 
 }  // namespace grammard::grammar::internal

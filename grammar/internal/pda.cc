@@ -125,8 +125,8 @@ void AppendRunClasses(const std::vector<std::pair<int32_t, int32_t>>& runs,
 
 }  // namespace
 
-Pda Pda::Minimized() const {
-  const int32_t n = num_states();
+Pda Pda::Minimize(const RawPda& raw) {
+  const int32_t n = raw.num_states();
   std::vector<int32_t> cls(n), next_cls(n);
   std::unordered_map<std::vector<int32_t>, int32_t, SignatureHash> ids;
   std::vector<int32_t> sig;
@@ -140,31 +140,28 @@ Pda Pda::Minimized() const {
     return static_cast<int32_t>(ids.size());
   };
   int32_t count = classify([&](int32_t s) {
-    sig.assign({StateRule(s), final_[s]});
+    sig.assign({raw.state_rule[s], raw.final[s]});
   });
-  std::vector<std::pair<int32_t, int32_t>> runs;  // (first byte, target)
-  std::vector<int32_t> runs_begin(n + 1, 0);
-  for (int32_t s = 0; s < n; ++s) {
-    AppendRuns(
-        *this, s, [](int32_t t) { return t; }, &runs);
-    runs_begin[s + 1] = static_cast<int32_t>(runs.size());
-  }
   std::vector<std::pair<int32_t, int32_t>> calls;
   // Each round splits at least one class, so a long chain of distinct
   // states (a repeat counted to 2048) takes as many rounds as it has states.
-  // Past a budget merging is not worth its time: keep the automaton as is.
+  // Past a budget merging is not worth its time: keep every state.
   constexpr int64_t kMaxWork = int64_t{1} << 18;  // rounds * states
   for (int64_t rounds = 1;; ++rounds) {
-    if (rounds * n > kMaxWork) return *this;
+    if (rounds * n > kMaxWork) {
+      for (int32_t s = 0; s < n; ++s) next_cls[s] = s;
+      count = n;
+      break;
+    }
     cls = next_cls;
     int32_t refined = classify([&](int32_t s) {
       sig.assign({cls[s]});
       AppendRunClasses(
-          runs, runs_begin[s], runs_begin[s + 1],
+          raw.runs, raw.runs_begin[s], raw.runs_begin[s + 1],
           [&](int32_t t) { return cls[t]; }, &sig);
       calls.clear();
-      for (const PdaCall* c = CallsBegin(s); c != CallsEnd(s); ++c) {
-        calls.push_back({c->rule, cls[c->return_state]});
+      for (int32_t k = raw.calls_begin[s]; k < raw.calls_begin[s + 1]; ++k) {
+        calls.push_back({raw.calls[k].rule, cls[raw.calls[k].return_state]});
       }
       std::sort(calls.begin(), calls.end());
       sig.push_back(-3);
@@ -179,30 +176,37 @@ Pda Pda::Minimized() const {
   cls = next_cls;
 
   Pda out;
-  for (const std::string& name : rule_names_) out.AddRule(name);
-  out.SetRoot(root_rule_);
+  for (const std::string& name : raw.rule_names) out.AddRule(name);
+  out.SetRoot(raw.root_rule);
+  out.next_.reserve(static_cast<size_t>(count) * 256);
   std::vector<int32_t> state_of(count, -1), rep(count, -1);
   for (int32_t s = 0; s < n; ++s) {
     if (rep[cls[s]] < 0) rep[cls[s]] = s;
   }
   // Each rule's start first, so it stays the rule's first state.
-  for (int32_t r = 0; r < num_rules(); ++r) {
-    int32_t c = cls[RuleStart(r)];
-    if (state_of[c] < 0) state_of[c] = out.AddState(r, IsFinal(rep[c]));
+  for (int32_t r = 0; r < out.num_rules(); ++r) {
+    const int32_t c = cls[r];
+    if (state_of[c] < 0) state_of[c] = out.AddState(r, raw.final[rep[c]]);
   }
   for (int32_t c = 0; c < count; ++c) {
-    if (state_of[c] < 0)
-      state_of[c] = out.AddState(StateRule(rep[c]), IsFinal(rep[c]));
+    if (state_of[c] < 0) {
+      state_of[c] = out.AddState(raw.state_rule[rep[c]], raw.final[rep[c]]);
+    }
   }
   for (int32_t c = 0; c < count; ++c) {
     const int32_t s = rep[c];
-    for (int b = 0; b < 256; ++b) {
-      int32_t t = Next(s, static_cast<uint8_t>(b));
-      if (t != kDead)
+    for (int32_t k = raw.runs_begin[s]; k < raw.runs_begin[s + 1]; ++k) {
+      const auto [first, t] = raw.runs[k];
+      if (t == kDead) continue;
+      const int32_t last =
+          k + 1 < raw.runs_begin[s + 1] ? raw.runs[k + 1].first - 1 : 255;
+      for (int32_t b = first; b <= last; ++b) {
         out.SetNext(state_of[c], static_cast<uint8_t>(b), state_of[cls[t]]);
+      }
     }
-    for (const PdaCall* call = CallsBegin(s); call != CallsEnd(s); ++call) {
-      out.AddCall(state_of[c], {call->rule, state_of[cls[call->return_state]]});
+    for (int32_t k = raw.calls_begin[s]; k < raw.calls_begin[s + 1]; ++k) {
+      out.AddCall(state_of[c], {raw.calls[k].rule,
+                                state_of[cls[raw.calls[k].return_state]]});
     }
   }
   out.Finish();

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -35,6 +36,22 @@ struct SignatureHash {
 struct PdaCall {
   int32_t rule;          // the rule entered
   int32_t return_state;  // the caller's state once that rule completes
+};
+
+// What the subset construction (nfa.h) produces before equivalent states
+// are merged. Byte moves are runs (first byte, target or Pda::kDead) that
+// cover 0..255, not 256-int rows: most of these states are merged away, and
+// minimizing reads runs anyway. State r is rule r's start.
+struct RawPda {
+  std::vector<std::string> rule_names;
+  int32_t root_rule = 0;
+  std::vector<int32_t> state_rule;
+  std::vector<uint8_t> final;
+  std::vector<std::pair<int32_t, int32_t>> runs;
+  std::vector<int32_t> runs_begin{0};  // state s: [runs_begin[s], [s + 1])
+  std::vector<PdaCall> calls;          // per state, sorted by rule
+  std::vector<int32_t> calls_begin{0};
+  int32_t num_states() const { return static_cast<int32_t>(final.size()); }
 };
 
 class Pda {
@@ -101,13 +118,13 @@ class Pda {
   Alike AlikeUpTo(int32_t rule, int32_t depth,
                   int64_t max_work = int64_t{1} << 30) const;
 
-  // An equivalent Pda with equivalent states of each rule merged (Moore's
+  // The Pda of `raw` with equivalent states of each rule merged (Moore's
   // partition refinement): states that end alike, move alike on every byte
-  // and call alike (unchanged when that would take too long, see pda.cc).
+  // and call alike (none merged when that would take too long, see pda.cc).
   // Fewer states means fewer token classifications, and the
   // subset construction leaves many duplicates (inside a JSON string after a
   // plain character, after an escape, after \uXXXX, ...).
-  Pda Minimized() const;
+  static Pda Minimize(const RawPda& raw);
 
   // Building, in order: AddRule for each rule, then per rule AddState for
   // each of its states (the first added is the rule's start), SetNext /
