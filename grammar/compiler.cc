@@ -1,7 +1,6 @@
 #include "grammar/compiler.h"
 
 #include <algorithm>
-#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -94,28 +93,8 @@ struct SharedExprs {
 SharedExprs FindSharedExprs(const Grammar& g,
                             const std::vector<bool>& inlined) {
   SharedExprs out;
-  out.id.resize(g.exprs.size());
-  std::unordered_map<std::string, int32_t> ids;
-  std::string key;
-  auto put = [&key](int64_t v) {
-    key.append(reinterpret_cast<const char*>(&v), sizeof v);
-  };
-  // Children precede parents, so their ids are known.
-  for (size_t e = 0; e < g.exprs.size(); ++e) {
-    const Expr& x = g.exprs[e];
-    key.assign(1, static_cast<char>(x.kind));
-    put(x.min);
-    put(x.max);
-    put(x.rule);
-    put(static_cast<int64_t>(x.ranges.size()));
-    for (const CharRange& r : x.ranges) put((int64_t{r.lo} << 32) | r.hi);
-    put(static_cast<int64_t>(x.children.size()));
-    for (int32_t c : x.children) put(out.id[c]);
-    key += x.bytes;
-    out.id[e] =
-        ids.emplace(key, static_cast<int32_t>(ids.size())).first->second;
-  }
-  std::vector<int32_t> uses(ids.size(), 0);
+  out.id = StructuralIds(g);
+  std::vector<int32_t> uses(g.exprs.size(), 0);
   for (const Expr& x : g.exprs) {
     for (int32_t c : x.children) ++uses[out.id[c]];
     if (x.kind == ExprKind::kRuleRef && inlined[x.rule]) {
@@ -299,7 +278,7 @@ absl::StatusOr<CompiledGrammar> GrammarCompiler::Compile(
     const Grammar& grammar, const CompileOptions& options) const {
   auto normalized = Normalize(grammar);
   if (!normalized.ok()) return normalized.status();
-  auto lowered = LowerToBytes(*normalized);
+  auto lowered = LowerToBytes(MergeEqualRules(*normalized));
   if (!lowered.ok()) return lowered.status();
   const Grammar& g = *lowered;
   internal::Nfa nfa;

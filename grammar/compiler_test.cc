@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -241,6 +242,47 @@ TEST(CompilerTest, RepeatedExpressionsMatchTheOracle) {
     ++compared;
   }
   EXPECT_GT(compared, 200);
+}
+
+// A copy of every rule under new names, called beside the original: equal
+// rules merge before compiling. With `mutate`, one literal of the copy
+// differs, so that the copies it reaches must stay apart.
+std::string WithCopiedRules(const std::string& text, bool mutate,
+                            std::mt19937* rng) {
+  const std::regex name(R"(\b(root|r[0-9]+)\b)");
+  std::string copy = std::regex_replace(text, name, "c_$1");
+  if (mutate) {
+    std::vector<size_t> at;
+    for (size_t p = copy.find("\"a\""); p != std::string::npos;
+         p = copy.find("\"a\"", p + 1)) {
+      at.push_back(p);
+    }
+    if (!at.empty()) copy.replace(at[(*rng)() % at.size()], 3, "\"bc\"");
+  }
+  return "top ::= root | \"\xC3\xA9\" c_root\n" + text + copy;
+}
+
+TEST(CompilerTest, CopiedRulesMatchTheOracle) {
+  int compared = 0;
+  for (uint32_t seed = 1; seed <= 200; ++seed) {
+    std::mt19937 rng(seed);
+    const std::string text =
+        WithCopiedRules(EbnfGen(seed * 13 + 5).Grammar(), seed % 2, &rng);
+    GrammarCompiler compiler(RandomVocab(&rng));
+    auto compiled = compiler.CompileEbnf(text, "top");
+    if (!compiled.ok()) {
+      EXPECT_NE(compiled.status().message().find("accepts no string"),
+                std::string::npos)
+          << compiled.status() << "\n"
+          << text;
+      continue;
+    }
+    auto oracle = OracleFor(ParseEbnf(text, "top"));
+    ASSERT_TRUE(oracle.ok()) << oracle.status();
+    CheckAgainstOracle(*compiled, *oracle, &rng, 10, text);
+    ++compared;
+  }
+  EXPECT_GT(compared, 130);
 }
 
 TEST(CompilerTest, RandomRegexesMatchTheOracle) {

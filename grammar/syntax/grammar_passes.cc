@@ -1,7 +1,10 @@
 #include "grammar/syntax/grammar_passes.h"
 
 #include <algorithm>
+#include <cstring>
+#include <map>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -86,6 +89,94 @@ absl::StatusOr<Grammar> Normalize(const Grammar& grammar) {
   status = CheckNoLeftRecursion(reachable);
   if (!status.ok()) return status;
   return reachable;
+}
+
+std::vector<int32_t> StructuralIds(const Grammar& grammar,
+                                   const std::vector<int32_t>& rule_class) {
+  std::vector<int32_t> id(grammar.exprs.size());
+  std::unordered_map<std::string, int32_t> ids;
+  std::string key;
+  auto put = [&key](int64_t v) {
+    char raw[sizeof v];
+    std::memcpy(raw, &v, sizeof v);
+    key.append(raw, sizeof v);
+  };
+  // Children precede parents, so their ids are known.
+  for (size_t e = 0; e < grammar.exprs.size(); ++e) {
+    const Expr& x = grammar.exprs[e];
+    key.assign(1, static_cast<char>(x.kind));
+    put(x.min);
+    put(x.max);
+    put(x.kind != ExprKind::kRuleRef ? -1
+        : rule_class.empty()         ? x.rule
+                                     : rule_class[x.rule]);
+    put(static_cast<int64_t>(x.ranges.size()));
+    for (const CharRange& r : x.ranges) {
+      put((static_cast<int64_t>(r.lo) << 32) | r.hi);
+    }
+    put(static_cast<int64_t>(x.children.size()));
+    for (int32_t c : x.children) put(id[c]);
+    key += x.bytes;
+    id[e] = ids.emplace(key, static_cast<int32_t>(ids.size())).first->second;
+  }
+  return id;
+}
+
+Grammar MergeEqualRules(const Grammar& grammar) {
+  const int32_t n = static_cast<int32_t>(grammar.rules.size());
+  constexpr int64_t kMaxWork = int64_t{1} << 22;
+  // A rule's shape: its body with every reference alike. Two rules are equal
+  // when their shapes are and the rules they refer to, in the order a walk
+  // of the body tree meets them, are equal in turn.
+  const std::vector<int32_t> shape =
+      StructuralIds(grammar, std::vector<int32_t>(n, 0));
+  std::vector<std::vector<int32_t>> refs(n);
+  std::vector<int32_t> cls(n);
+  int64_t work = 0;
+  for (int32_t r = 0; r < n; ++r) {
+    cls[r] = shape[grammar.rules[r].body];
+    // The tree, not the DAG: shared children are walked once per parent, so
+    // that equal lists mean references at equal places.
+    std::vector<int32_t> stack = {grammar.rules[r].body};
+    while (!stack.empty()) {
+      if (++work > kMaxWork) return grammar;
+      const Expr& x = grammar.exprs[stack.back()];
+      stack.pop_back();
+      if (x.kind == ExprKind::kRuleRef) refs[r].push_back(x.rule);
+      stack.insert(stack.end(), x.children.rbegin(), x.children.rend());
+    }
+  }
+  // Moore's refinement from the shapes: a round splits rules whose
+  // references fall in different classes, until a round splits nothing.
+  std::map<std::vector<int32_t>, int32_t> ids;
+  std::vector<int32_t> sig;
+  int32_t count = -1;
+  while (true) {
+    ids.clear();
+    std::vector<int32_t> next(n);
+    for (int32_t r = 0; r < n; ++r) {
+      sig.assign({cls[r]});
+      for (int32_t t : refs[r]) sig.push_back(cls[t]);
+      work += static_cast<int64_t>(sig.size());
+      next[r] =
+          ids.emplace(sig, static_cast<int32_t>(ids.size())).first->second;
+    }
+    if (work > kMaxWork) return grammar;
+    cls.swap(next);
+    if (static_cast<int32_t>(ids.size()) == count) break;
+    count = static_cast<int32_t>(ids.size());
+  }
+  if (count == n) return grammar;
+  std::vector<int32_t> first(count, -1);
+  first[cls[grammar.root]] = grammar.root;
+  for (int32_t r = 0; r < n; ++r) {
+    if (first[cls[r]] < 0) first[cls[r]] = r;
+  }
+  Grammar merged = grammar;
+  for (Expr& x : merged.exprs) {
+    if (x.kind == ExprKind::kRuleRef) x.rule = first[cls[x.rule]];
+  }
+  return RemoveUnreachableRules(merged);
 }
 
 Grammar RemoveUnreachableRules(const Grammar& grammar) {

@@ -36,6 +36,23 @@ std::vector<bool> NullableExprs(const Grammar& grammar);
 // The same, indexed like grammar.rules.
 std::vector<bool> NullableRules(const Grammar& grammar);
 
+// Per expression, an id that two expressions share exactly when they are
+// structurally equal: the same kind and fields, children with equal ids,
+// and references to rules of one class, `rule_class[rule]` (the rule
+// itself when `rule_class` is empty). Linear in the grammar's size.
+std::vector<int32_t> StructuralIds(const Grammar& grammar,
+                                   const std::vector<int32_t>& rule_class = {});
+
+// The grammar with equal rules merged: rules whose bodies are structurally
+// equal once equal rules count as one (the coarsest such partition, found
+// by refinement), every reference pointing to the first rule of its class,
+// and the copies the root no longer reaches dropped. Front ends emit such
+// copies (a pattern lowered once per property that uses it, each a chain
+// of rules), and a compiler would determinize and classify every copy.
+// Unchanged when the refinement would take more than about 2^22 steps.
+// Valid grammars only.
+Grammar MergeEqualRules(const Grammar& grammar);
+
 // InvalidArgument naming the rule chain when some rule can reach itself
 // without consuming input: directly (`a ::= a "x"`), through other rules
 // (`a ::= b "x"`, `b ::= a`), through a nullable prefix (`a ::= "x"? a`) or

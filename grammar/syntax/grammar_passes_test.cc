@@ -51,6 +51,52 @@ TEST(RemoveUnreachableRulesTest, RenumbersTheRoot) {
   EXPECT_EQ(out.ToString(), "b ::= c \"b\"\nc ::= \"c\"\n");
 }
 
+TEST(StructuralIdsTest, EqualExactlyWhenStructurallyEqual) {
+  Grammar g = Parse(
+      "root ::= (\"a\" [b-c]* x) | (\"a\" [b-c]* x) | (\"a\" [b-c]+ x) | "
+      "(\"a\" [b-c]* y)\nx ::= \"x\"\ny ::= \"x\"\n");
+  const std::vector<int32_t> ids = StructuralIds(g);
+  const std::vector<int32_t>& branches = g.exprs[g.rules[g.root].body].children;
+  ASSERT_EQ(branches.size(), 4u);
+  EXPECT_NE(branches[0], branches[1]);  // two copies in the arena
+  EXPECT_EQ(ids[branches[0]], ids[branches[1]]);
+  EXPECT_NE(ids[branches[0]], ids[branches[2]]);  // * against +
+  EXPECT_NE(ids[branches[0]], ids[branches[3]]);  // another rule
+  // With x and y in one class, the last branch equals the first.
+  const std::vector<int32_t> with_classes = StructuralIds(g, {0, 1, 1});
+  EXPECT_EQ(with_classes[branches[0]], with_classes[branches[3]]);
+}
+
+TEST(MergeEqualRulesTest, MergesCopiesOfARuleChain) {
+  const std::string chain =
+      "a ::= \"x\" b | \"q\"\nb ::= \"y\" a | \"z\"\n"
+      "a2 ::= \"x\" b2 | \"q\"\nb2 ::= \"y\" a2 | \"z\"\n";
+  Grammar merged = MergeEqualRules(Parse("root ::= a \",\" a2\n" + chain));
+  ASSERT_TRUE(merged.Validate().ok());
+  EXPECT_EQ(merged.ToString(),
+            "root ::= a \",\" a\na ::= \"x\" b | \"q\"\n"
+            "b ::= \"y\" a | \"z\"\n");
+}
+
+TEST(MergeEqualRulesTest, KeepsApartWhatDiffersDownTheChain) {
+  // a and a2 have equal bodies, yet b2 ends differently.
+  const std::string text =
+      "root ::= a \",\" a2\n"
+      "a ::= \"x\" b | \"q\"\nb ::= \"y\" a | \"z\"\n"
+      "a2 ::= \"x\" b2 | \"q\"\nb2 ::= \"y\" a2 | \"w\"\n";
+  Grammar g = Parse(text);
+  EXPECT_EQ(MergeEqualRules(g).ToString(), g.ToString());
+}
+
+TEST(MergeEqualRulesTest, TheRootKeepsItsPlace) {
+  Grammar merged =
+      MergeEqualRules(Parse("r ::= \"x\" root | \"y\"\nroot ::= \"x\" r | "
+                            "\"y\"\n"));
+  ASSERT_EQ(merged.rules.size(), 1u);
+  EXPECT_EQ(merged.rules[merged.root].name, "root");
+  EXPECT_EQ(merged.ToString(), "root ::= \"x\" root | \"y\"\n");
+}
+
 TEST(NullableTest, RulesAndExpressions) {
   Grammar g = Parse(
       "root ::= a b c d e f\n"
