@@ -658,6 +658,24 @@ TEST(EngineTest, DeterminizeStopsAtTheStateCap) {
   EXPECT_EQ(capped.status().code(), absl::StatusCode::kResourceExhausted);
 }
 
+TEST(EngineTest, EachRuleIsMinimizedOnItsOwn) {
+  // r1 reads up to 800 x's, a chain of distinct states that would take a
+  // round each to tell apart: past the budget, it keeps its states unmerged.
+  // r2's "p" and "q" lead to two subsets that read alike, which still merge.
+  std::vector<E> chain;
+  for (int i = 0; i < 800; ++i)
+    chain.push_back(Alt({Range('x', 'x'), Empty()}));
+  Nfa nfa = BuildNfa({Seq({Call(1), Call(2)}), Seq(chain),
+                      Alt({Seq({Range('p', 'p'), Range('r', 'r')}),
+                           Seq({Range('q', 'q'), Range('r', 'r')})})});
+  auto pda = nfa.Determinize(0, 10000);
+  ASSERT_TRUE(pda.ok()) << pda.status();
+  std::vector<int32_t> states(3, 0);
+  for (int32_t s = 0; s < pda->num_states(); ++s) ++states[pda->StateRule(s)];
+  EXPECT_EQ(states[1], 801);
+  EXPECT_EQ(states[2], 3);  // start, after p or q, after r
+}
+
 TEST(EngineTest, MatcherErrorsLeaveStateUnchanged) {
   Nfa nfa = BuildNfa({Seq({Range('a', 'a'), Range('b', 'b')})});
   auto vocab = *Vocabulary::FromTokens({"a", "b", "ab", "<eos>", "<s>"}, {3, 4},

@@ -127,53 +127,81 @@ void AppendRunClasses(const std::vector<std::pair<int32_t, int32_t>>& runs,
 
 Pda Pda::Minimize(const RawPda& raw) {
   const int32_t n = raw.num_states();
-  std::vector<int32_t> cls(n), next_cls(n);
-  std::unordered_map<std::vector<int32_t>, int32_t, SignatureHash> ids;
-  std::vector<int32_t> sig;
-  auto classify = [&](auto&& signature) {
-    ids.clear();
-    for (int32_t s = 0; s < n; ++s) {
-      signature(s);
-      next_cls[s] =
-          ids.emplace(sig, static_cast<int32_t>(ids.size())).first->second;
-    }
-    return static_cast<int32_t>(ids.size());
-  };
-  int32_t count = classify([&](int32_t s) {
-    sig.assign({raw.state_rule[s], raw.final[s]});
-  });
-  std::vector<std::pair<int32_t, int32_t>> calls;
-  // Each round splits at least one class, so a long chain of distinct
-  // states (a repeat counted to 2048) takes as many rounds as it has states.
-  // Past a budget merging is not worth its time: keep every state.
-  constexpr int64_t kMaxWork = int64_t{1} << 18;  // rounds * states
-  for (int64_t rounds = 1;; ++rounds) {
-    if (rounds * n > kMaxWork) {
-      for (int32_t s = 0; s < n; ++s) next_cls[s] = s;
-      count = n;
-      break;
-    }
-    cls = next_cls;
-    int32_t refined = classify([&](int32_t s) {
-      sig.assign({cls[s]});
-      AppendRunClasses(
-          raw.runs, raw.runs_begin[s], raw.runs_begin[s + 1],
-          [&](int32_t t) { return cls[t]; }, &sig);
-      calls.clear();
-      for (int32_t k = raw.calls_begin[s]; k < raw.calls_begin[s + 1]; ++k) {
-        calls.push_back({raw.calls[k].rule, cls[raw.calls[k].return_state]});
-      }
-      std::sort(calls.begin(), calls.end());
-      sig.push_back(-3);
-      for (auto [rule, ret] : calls) {
-        sig.push_back(rule);
-        sig.push_back(ret);
-      }
-    });
-    if (refined == count) break;
-    count = refined;
+  // Moves and calls never leave a rule, so each rule is minimized on its
+  // own: a rule that needs many rounds (a repeat counted to 2048 has a chain
+  // of distinct states, one round each) costs only its own states, and one
+  // past the budget keeps its states unmerged without holding back others.
+  constexpr int64_t kMaxWork = int64_t{1} << 18;  // rounds * rule states
+  std::vector<int32_t> by_rule(n);
+  std::vector<int32_t> rule_begin(raw.rule_names.size() + 1, 0);
+  for (int32_t s = 0; s < n; ++s) ++rule_begin[raw.state_rule[s] + 1];
+  for (size_t r = 0; r + 1 < rule_begin.size(); ++r) {
+    rule_begin[r + 1] += rule_begin[r];
   }
-  cls = next_cls;
+  {
+    std::vector<int32_t> at(rule_begin.begin(), rule_begin.end() - 1);
+    for (int32_t s = 0; s < n; ++s) by_rule[at[raw.state_rule[s]]++] = s;
+  }
+  // cls: a state's class within its rule; a class's id overall is its
+  // rule's first class plus that.
+  std::vector<int32_t> cls(n), next_cls(n);
+  std::vector<int32_t> sig, sig_begin, order;
+  std::vector<int32_t> class_base(raw.rule_names.size() + 1, 0);
+  for (size_t r = 0; r + 1 < rule_begin.size(); ++r) {
+    const int32_t* states = by_rule.data() + rule_begin[r];
+    const int32_t m = rule_begin[r + 1] - rule_begin[r];
+    // Sorting states by their signature numbers the classes of a round.
+    auto classify = [&](auto&& signature) {
+      sig.clear();
+      sig_begin.assign(1, 0);
+      for (int32_t i = 0; i < m; ++i) {
+        signature(states[i]);
+        sig_begin.push_back(static_cast<int32_t>(sig.size()));
+      }
+      auto less = [&](int32_t i, int32_t j) {
+        return std::lexicographical_compare(
+            sig.begin() + sig_begin[i], sig.begin() + sig_begin[i + 1],
+            sig.begin() + sig_begin[j], sig.begin() + sig_begin[j + 1]);
+      };
+      order.resize(m);
+      for (int32_t i = 0; i < m; ++i) order[i] = i;
+      std::sort(order.begin(), order.end(), less);
+      int32_t count = 0;
+      for (int32_t k = 0; k < m; ++k) {
+        if (k > 0 && less(order[k - 1], order[k])) ++count;
+        next_cls[states[order[k]]] = count;
+      }
+      return count + 1;
+    };
+    int32_t count = classify([&](int32_t s) { sig.push_back(raw.final[s]); });
+    for (int64_t rounds = 1;; ++rounds) {
+      if (rounds * m > kMaxWork) {
+        for (int32_t i = 0; i < m; ++i) next_cls[states[i]] = i;
+        count = m;
+        break;
+      }
+      for (int32_t i = 0; i < m; ++i) cls[states[i]] = next_cls[states[i]];
+      const int32_t refined = classify([&](int32_t s) {
+        sig.push_back(cls[s]);
+        AppendRunClasses(
+            raw.runs, raw.runs_begin[s], raw.runs_begin[s + 1],
+            [&](int32_t t) { return cls[t]; }, &sig);
+        // At most one call per rule, in rule order.
+        sig.push_back(-3);
+        for (int32_t k = raw.calls_begin[s]; k < raw.calls_begin[s + 1]; ++k) {
+          sig.push_back(raw.calls[k].rule);
+          sig.push_back(cls[raw.calls[k].return_state]);
+        }
+      });
+      if (refined == count) break;
+      count = refined;
+    }
+    class_base[r + 1] = class_base[r] + count;
+  }
+  const int32_t count = class_base.back();
+  for (int32_t s = 0; s < n; ++s) {
+    cls[s] = class_base[raw.state_rule[s]] + next_cls[s];
+  }
 
   Pda out;
   for (const std::string& name : raw.rule_names) out.AddRule(name);
