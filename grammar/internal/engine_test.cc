@@ -659,9 +659,9 @@ TEST(EngineTest, DeterminizeStopsAtTheStateCap) {
 }
 
 TEST(EngineTest, EachRuleIsMinimizedOnItsOwn) {
-  // r1 reads up to 800 x's, a chain of distinct states that would take a
-  // round each to tell apart: past the budget, it keeps its states unmerged.
-  // r2's "p" and "q" lead to two subsets that read alike, which still merge.
+  // r1 reads up to 800 x's, a chain of distinct states that takes a round
+  // each to tell apart; r2's "p" and "q" lead to two subsets that read
+  // alike, which still merge.
   std::vector<E> chain;
   for (int i = 0; i < 800; ++i)
     chain.push_back(Alt({Range('x', 'x'), Empty()}));

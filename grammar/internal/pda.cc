@@ -1,8 +1,11 @@
 #include "grammar/internal/pda.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <unordered_map>
+
+#include "grammar/internal/refine.h"
 
 namespace grammard::grammar::internal {
 
@@ -104,103 +107,67 @@ void AppendRuns(const Pda& pda, int32_t s, To to,
   }
 }
 
-// Appends (first byte of a run, class_of(target)) for runs[begin, end),
-// runs of one class merged so that targets of one class compare equal
-// however they were split.
-template <typename ClassOf>
-void AppendRunClasses(const std::vector<std::pair<int32_t, int32_t>>& runs,
-                      int32_t begin, int32_t end, ClassOf class_of,
-                      std::vector<int32_t>* sig) {
-  int32_t prev = -2;
-  for (int32_t k = begin; k < end; ++k) {
-    const auto [b, t] = runs[k];
-    const int32_t c = t < 0 ? -1 : class_of(t);
-    if (c != prev) {
-      sig->push_back(b);
-      sig->push_back(c);
-      prev = c;
-    }
-  }
-}
-
 }  // namespace
 
 Pda Pda::Minimize(const RawPda& raw) {
   const int32_t n = raw.num_states();
-  // Moves and calls never leave a rule, so each rule is minimized on its
-  // own: a rule that needs many rounds (a repeat counted to 2048 has a chain
-  // of distinct states, one round each) costs only its own states, and one
-  // past the budget keeps its states unmerged without holding back others.
-  constexpr int64_t kMaxWork = int64_t{1} << 18;  // rounds * rule states
-  std::vector<int32_t> by_rule(n);
-  std::vector<int32_t> rule_begin(raw.rule_names.size() + 1, 0);
-  for (int32_t s = 0; s < n; ++s) ++rule_begin[raw.state_rule[s] + 1];
-  for (size_t r = 0; r + 1 < rule_begin.size(); ++r) {
-    rule_begin[r + 1] += rule_begin[r];
+  // Start from (rule, final): moves and calls never leave a rule.
+  std::vector<int32_t> initial(n);
+  for (int32_t s = 0; s < n; ++s) {
+    initial[s] = 2 * raw.state_rule[s] + raw.final[s];
   }
+  const int32_t initial_classes =
+      2 * static_cast<int32_t>(raw.rule_names.size());
+  std::vector<int32_t> pred_begin(n + 1, 0), preds;
+  auto each_target = [&](int32_t s, auto&& f) {
+    for (int32_t k = raw.runs_begin[s]; k < raw.runs_begin[s + 1]; ++k) {
+      if (raw.runs[k].second != kDead) f(raw.runs[k].second);
+    }
+    for (int32_t k = raw.calls_begin[s]; k < raw.calls_begin[s + 1]; ++k) {
+      f(raw.calls[k].return_state);
+    }
+  };
+  for (int32_t s = 0; s < n; ++s) {
+    each_target(s, [&](int32_t t) { ++pred_begin[t + 1]; });
+  }
+  for (int32_t s = 0; s < n; ++s) pred_begin[s + 1] += pred_begin[s];
+  preds.resize(pred_begin[n]);
   {
-    std::vector<int32_t> at(rule_begin.begin(), rule_begin.end() - 1);
-    for (int32_t s = 0; s < n; ++s) by_rule[at[raw.state_rule[s]]++] = s;
+    std::vector<int32_t> at(pred_begin.begin(), pred_begin.end() - 1);
+    for (int32_t s = 0; s < n; ++s) {
+      each_target(s, [&](int32_t t) { preds[at[t]++] = s; });
+    }
   }
-  // cls: a state's class within its rule; a class's id overall is its
-  // rule's first class plus that.
-  std::vector<int32_t> cls(n), next_cls(n);
-  std::vector<int32_t> sig, sig_begin, order;
-  std::vector<int32_t> class_base(raw.rule_names.size() + 1, 0);
-  for (size_t r = 0; r + 1 < rule_begin.size(); ++r) {
-    const int32_t* states = by_rule.data() + rule_begin[r];
-    const int32_t m = rule_begin[r + 1] - rule_begin[r];
-    // Sorting states by their signature numbers the classes of a round.
-    auto classify = [&](auto&& signature) {
-      sig.clear();
-      sig_begin.assign(1, 0);
-      for (int32_t i = 0; i < m; ++i) {
-        signature(states[i]);
-        sig_begin.push_back(static_cast<int32_t>(sig.size()));
-      }
-      auto less = [&](int32_t i, int32_t j) {
-        return std::lexicographical_compare(
-            sig.begin() + sig_begin[i], sig.begin() + sig_begin[i + 1],
-            sig.begin() + sig_begin[j], sig.begin() + sig_begin[j + 1]);
-      };
-      order.resize(m);
-      for (int32_t i = 0; i < m; ++i) order[i] = i;
-      std::sort(order.begin(), order.end(), less);
-      int32_t count = 0;
-      for (int32_t k = 0; k < m; ++k) {
-        if (k > 0 && less(order[k - 1], order[k])) ++count;
-        next_cls[states[order[k]]] = count;
-      }
-      return count + 1;
-    };
-    int32_t count = classify([&](int32_t s) { sig.push_back(raw.final[s]); });
-    for (int64_t rounds = 1;; ++rounds) {
-      if (rounds * m > kMaxWork) {
-        for (int32_t i = 0; i < m; ++i) next_cls[states[i]] = i;
-        count = m;
-        break;
-      }
-      for (int32_t i = 0; i < m; ++i) cls[states[i]] = next_cls[states[i]];
-      const int32_t refined = classify([&](int32_t s) {
-        sig.push_back(cls[s]);
+  // Past this many signature ints merging is not worth its time: keep
+  // every state.
+  constexpr int64_t kMaxWork = int64_t{1} << 24;
+  Refinement refined = Refine(
+      std::move(initial), initial_classes, pred_begin, preds,
+      std::numeric_limits<int64_t>::max(), kMaxWork,
+      [&](int32_t s, const std::vector<int32_t>& cls,
+          std::vector<int32_t>* sig) {
         AppendRunClasses(
             raw.runs, raw.runs_begin[s], raw.runs_begin[s + 1],
-            [&](int32_t t) { return cls[t]; }, &sig);
+            [&](int32_t t) { return cls[t]; }, sig);
         // At most one call per rule, in rule order.
-        sig.push_back(-3);
+        sig->push_back(-3);
         for (int32_t k = raw.calls_begin[s]; k < raw.calls_begin[s + 1]; ++k) {
-          sig.push_back(raw.calls[k].rule);
-          sig.push_back(cls[raw.calls[k].return_state]);
+          sig->push_back(raw.calls[k].rule);
+          sig->push_back(cls[raw.calls[k].return_state]);
         }
       });
-      if (refined == count) break;
-      count = refined;
+  std::vector<int32_t> cls = std::move(refined.cls);
+  int32_t count = 0;
+  if (refined.stable) {
+    // Ids of the classes that have states, numbered densely.
+    std::vector<int32_t> dense(refined.classes, -1);
+    for (int32_t& c : cls) {
+      if (dense[c] < 0) dense[c] = count++;
+      c = dense[c];
     }
-    class_base[r + 1] = class_base[r] + count;
-  }
-  const int32_t count = class_base.back();
-  for (int32_t s = 0; s < n; ++s) {
-    cls[s] = class_base[raw.state_rule[s]] + next_cls[s];
+  } else {
+    for (int32_t s = 0; s < n; ++s) cls[s] = s;
+    count = n;
   }
 
   Pda out;

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "grammar/internal/leaf_tokens.h"
+#include "grammar/internal/refine.h"
 #include "grammar/internal/stack.h"
 
 namespace grammard::grammar::internal {
@@ -493,44 +494,62 @@ std::vector<int32_t> ShareGroups(
     if (pda.CallsBegin(s) != pda.CallsEnd(s))
       leaf_rule[pda.StateRule(s)] = false;
   }
-  // Moves as runs of bytes with the same target, computed once.
-  std::vector<std::vector<std::pair<int, int32_t>>> runs(n);
+  // The states of leaf rules, numbered among themselves, with their moves
+  // as runs of bytes with one target (-1: dead).
+  std::vector<int32_t> local(n, -1), states;
   for (int32_t s = 0; s < n; ++s) {
-    if (!leaf_rule[pda.StateRule(s)]) continue;
-    int32_t prev = -2;
-    for (int b = 0; b < 256; ++b) {
-      int32_t t = pda.Next(s, static_cast<uint8_t>(b));
-      if (t != prev) runs[s].push_back({b, t});
-      prev = t;
+    if (leaf_rule[pda.StateRule(s)]) {
+      local[s] = static_cast<int32_t>(states.size());
+      states.push_back(s);
     }
   }
-  std::vector<int32_t> group(n), next(n);
-  std::unordered_map<std::vector<int32_t>, int32_t, SignatureHash> ids;
-  std::vector<int32_t> sig;
-  int32_t count = 0;
-  for (int32_t round = 0; round <= max_len + 1; ++round) {
-    if (std::chrono::steady_clock::now() > deadline) return {};
-    ids.clear();
-    int32_t alone = 0;
-    for (int32_t s = 0; s < n; ++s) {
-      if (!leaf_rule[pda.StateRule(s)]) {
-        next[s] = -1 - alone++;  // never shared
-        continue;
+  const int32_t m = static_cast<int32_t>(states.size());
+  std::vector<std::pair<int32_t, int32_t>> runs;
+  std::vector<int32_t> runs_begin(m + 1, 0), pred_begin(m + 1, 0), preds;
+  for (int32_t i = 0; i < m; ++i) {
+    int32_t prev = -2;
+    for (int b = 0; b < 256; ++b) {
+      const int32_t t = pda.Next(states[i], static_cast<uint8_t>(b));
+      const int32_t to = t == Pda::kDead ? -1 : local[t];
+      if (to != prev) {
+        runs.push_back({b, to});
+        if (to >= 0) ++pred_begin[to + 1];
       }
-      sig.assign({pda.StateRule(s), pda.IsFinal(s) ? 1 : 0});
-      if (round > 0) {
-        sig.push_back(group[s]);
-        for (auto [b, t] : runs[s]) {
-          sig.push_back(b);
-          sig.push_back(t == Pda::kDead ? -1 : group[t]);
-        }
-      }
-      next[s] =
-          ids.emplace(sig, static_cast<int32_t>(ids.size())).first->second;
+      prev = to;
     }
-    group.swap(next);
-    if (static_cast<int32_t>(ids.size()) == count) break;  // already exact
-    count = static_cast<int32_t>(ids.size());
+    runs_begin[i + 1] = static_cast<int32_t>(runs.size());
+  }
+  for (int32_t i = 0; i < m; ++i) pred_begin[i + 1] += pred_begin[i];
+  preds.resize(pred_begin[m]);
+  {
+    std::vector<int32_t> at(pred_begin.begin(), pred_begin.end() - 1);
+    for (int32_t i = 0; i < m; ++i) {
+      for (int32_t k = runs_begin[i]; k < runs_begin[i + 1]; ++k) {
+        if (runs[k].second >= 0) preds[at[runs[k].second]++] = i;
+      }
+    }
+  }
+  std::vector<int32_t> initial(m);
+  for (int32_t i = 0; i < m; ++i) {
+    initial[i] =
+        2 * pda.StateRule(states[i]) + (pda.IsFinal(states[i]) ? 1 : 0);
+  }
+  constexpr int64_t kMaxWork = int64_t{1} << 24;  // signature ints
+  const int64_t rounds = int64_t{max_len} + 1;
+  Refinement refined = Refine(std::move(initial), 2 * pda.num_rules(),
+                              pred_begin, preds, rounds, kMaxWork,
+                              [&](int32_t i, const std::vector<int32_t>& cls,
+                                  std::vector<int32_t>* sig) {
+                                AppendRunClasses(
+                                    runs, runs_begin[i], runs_begin[i + 1],
+                                    [&](int32_t t) { return cls[t]; }, sig);
+                              });
+  if (std::chrono::steady_clock::now() > deadline) return {};
+  std::vector<int32_t> group(n);
+  int32_t alone = 0;
+  const bool done = refined.stable || refined.rounds == rounds;
+  for (int32_t s = 0; s < n; ++s) {
+    group[s] = local[s] >= 0 && done ? refined.cls[local[s]] : -1 - alone++;
   }
   return group;
 }
