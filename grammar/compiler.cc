@@ -82,6 +82,96 @@ std::vector<bool> InlinedRules(const Grammar& g) {
   return inlined;
 }
 
+// A body's copies into callers may grow the grammar at most this many times.
+constexpr int64_t kMaxAbsorbGrowth = 4;
+
+// Rules referred to only at the very end of other rules (`a ::= "x" b`):
+// the states of a pattern's automaton, which the JSON Schema converter
+// writes as rules, or an object's member states. A call there would only
+// return to return again, so the callers' automata read such a rule's body
+// themselves (NfaBuilder): a cycle of them becomes one automaton, whose
+// tokens classify as one rule without calls, and no stack frame is pushed.
+// (A rule referring to itself at its end reads itself again from its start
+// in any case.)
+// Not the root, nor rules copied anyway (InlinedRules). None when copying
+// them into every rule that reaches them would outgrow the grammar
+// kMaxAbsorbGrowth times.
+std::vector<bool> AbsorbedRules(const Grammar& g,
+                                const std::vector<bool>& inlined) {
+  const size_t n = g.rules.size();
+  std::vector<bool> before_end(n, false), referred(n, false);
+  std::vector<std::vector<int32_t>> at_end(n);  // rules referred to at the end
+  std::vector<int64_t> size(n, 0);
+  // (expression, whether it ends the rule); an inlined rule's body ends the
+  // rule where its reference does. This mirrors which `to` NfaBuilder
+  // passes: a sequence's last child, every branch, a {0,1} repeat's child.
+  std::vector<uint8_t> seen(g.exprs.size());
+  for (size_t r = 0; r < n; ++r) {
+    std::fill(seen.begin(), seen.end(), 0);
+    std::vector<std::pair<int32_t, bool>> stack = {{g.rules[r].body, true}};
+    while (!stack.empty()) {
+      const auto [e, end] = stack.back();
+      stack.pop_back();
+      const uint8_t bit = end ? 2 : 1;
+      if (seen[e] & bit) continue;
+      if (!seen[e]) ++size[r];
+      seen[e] |= bit;
+      const Expr& x = g.exprs[e];
+      switch (x.kind) {
+        case ExprKind::kRuleRef:
+          if (inlined[x.rule]) {
+            stack.push_back({g.rules[x.rule].body, end});
+          } else {
+            referred[x.rule] = true;
+            if (end) {
+              at_end[r].push_back(x.rule);
+            } else {
+              before_end[x.rule] = true;
+            }
+          }
+          break;
+        case ExprKind::kSequence:
+          for (size_t k = 0; k < x.children.size(); ++k) {
+            stack.push_back({x.children[k], end && k + 1 == x.children.size()});
+          }
+          break;
+        case ExprKind::kChoice:
+          for (int32_t c : x.children) stack.push_back({c, end});
+          break;
+        case ExprKind::kRepeat:
+          stack.push_back({x.children[0], end && x.min == 0 && x.max == 1});
+          break;
+        default:
+          break;
+      }
+    }
+  }
+  std::vector<bool> absorbed(n, false);
+  int64_t total = 0;
+  for (size_t r = 0; r < n; ++r) {
+    total += size[r];
+    absorbed[r] = referred[r] && !before_end[r] && !inlined[r] &&
+                  static_cast<int32_t>(r) != g.root;
+  }
+  // What the rules that stay rules copy.
+  int64_t copied = 0;
+  std::vector<int32_t> mark(n, -1), work;
+  for (size_t r = 0; r < n; ++r) {
+    if (absorbed[r]) continue;
+    work.assign(at_end[r].begin(), at_end[r].end());
+    while (!work.empty()) {
+      const int32_t t = work.back();
+      work.pop_back();
+      if (!absorbed[t] || mark[t] == static_cast<int32_t>(r)) continue;
+      mark[t] = static_cast<int32_t>(r);
+      copied += size[t];
+      work.insert(work.end(), at_end[t].begin(), at_end[t].end());
+    }
+  }
+  if (copied > kMaxAbsorbGrowth * total) return std::vector<bool>(n, false);
+  return absorbed;
+}
+
 // Per expression, an id that structurally equal expressions share, and
 // whether that id occurs more than once where the builder will meet it
 // (as a child, a rule's body, or the body of a rule copied into a caller).
@@ -127,7 +217,12 @@ class NfaBuilder {
         nfa_(*nfa),
         budget_(budget),
         inline_(InlinedRules(g)),
+        absorbed_(AbsorbedRules(g, inline_)),
         shared_(FindSharedExprs(g, inline_)) {}
+
+  // Whether `rule` is read by its callers' automata, and so needs none of
+  // its own.
+  bool Absorbed(int32_t rule) const { return absorbed_[rule]; }
 
   absl::Status Build(int32_t rule, int32_t expr, int32_t from, int32_t to) {
     if (--budget_ < 0) return TooBig();
@@ -194,6 +289,12 @@ class NfaBuilder {
       case ExprKind::kRuleRef:
         if (inline_[e.rule])
           return Build(rule, g_.rules[e.rule].body, from, to);
+        if (e.rule == rule && to == nfa_.rule_accept(rule)) {
+          // Read again from the start, as a tail call would.
+          nfa_.AddEpsilon(from, nfa_.rule_start(rule));
+          return absl::OkStatus();
+        }
+        if (absorbed_[e.rule]) return Absorb(rule, e.rule, from, to);
         nfa_.AddCall(from, e.rule, to);
         return absl::OkStatus();
     }
@@ -204,6 +305,27 @@ class NfaBuilder {
   absl::Status TooBig() const {
     return absl::ResourceExhaustedError(
         "the grammar is too large once repetitions are expanded");
+  }
+
+  // `target`'s body read inside `rule`, once per pair: its entry is known
+  // before the body is built, so a cycle of absorbed rules closes on it.
+  absl::Status Absorb(int32_t rule, int32_t target, int32_t from, int32_t to) {
+    if (to != nfa_.rule_accept(rule)) {
+      return absl::InternalError(absl::StrCat(
+          "rule '", g_.rules[target].name,
+          "' was to be read by its callers, yet one refers to it before "
+          "its end"));
+    }
+    const uint64_t key =
+        (static_cast<uint64_t>(rule) << 32) | static_cast<uint32_t>(target);
+    auto [it, fresh] = absorbed_entries_.try_emplace(key, -1);
+    if (!fresh) {
+      nfa_.AddEpsilon(from, it->second);
+      return absl::OkStatus();
+    }
+    it->second = NewState(rule);
+    nfa_.AddEpsilon(from, it->second);
+    return Build(rule, g_.rules[target].body, it->second, to);
   }
 
   int32_t NewState(int32_t rule) {
@@ -245,7 +367,10 @@ class NfaBuilder {
   internal::Nfa& nfa_;
   int64_t budget_;
   const std::vector<bool> inline_;
+  const std::vector<bool> absorbed_;
   const SharedExprs shared_;
+  // (rule, absorbed rule) -> where the rule reads the absorbed one.
+  std::unordered_map<uint64_t, int32_t> absorbed_entries_;
   // (shared id, end state) -> entry state of the fragment built for them.
   std::unordered_map<uint64_t, int32_t> entries_;
 };
@@ -285,6 +410,7 @@ absl::StatusOr<CompiledGrammar> GrammarCompiler::Compile(
   for (const Rule& r : g.rules) nfa.AddRule(r.name);
   NfaBuilder builder(g, &nfa, int64_t{options.max_states} * 16);
   for (int32_t r = 0; r < static_cast<int32_t>(g.rules.size()); ++r) {
+    if (builder.Absorbed(r)) continue;  // no call reaches it
     absl::Status s = builder.Build(r, g.rules[r].body, nfa.rule_start(r),
                                    nfa.rule_accept(r));
     if (!s.ok()) return s;

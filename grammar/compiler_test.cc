@@ -285,6 +285,68 @@ TEST(CompilerTest, CopiedRulesMatchTheOracle) {
   EXPECT_GT(compared, 130);
 }
 
+// Rules referred to only at their callers' ends, as a pattern's automaton
+// or an object's member states are written, need no calls: a cycle of them
+// is read inside the one rule that calls into it.
+TEST(CompilerTest, RulesReferredToAtTheEndAreReadByTheirCallers) {
+  GrammarCompiler compiler(*Vocabulary::FromTokens(
+      {"a", "b", "ab", "<", ">", "c", "</s>"}, {6}, {6}, {"small", {}, 0}));
+  auto g = compiler.CompileEbnf(
+      "root ::= \"<\" s0 \">\" s0\n"
+      "s0 ::= [^ab<>] s0 | \"a\" s1 | \"\"\n"
+      "s1 ::= \"a\" s1 | \"b\" s0 | \"\"\n");
+  ASSERT_TRUE(g.ok()) << g.status();
+  const internal::Pda& pda = g->data().pda;
+  int calls = 0;
+  for (int32_t s = 0; s < pda.num_states(); ++s) {
+    calls += static_cast<int>(pda.CallsEnd(s) - pda.CallsBegin(s));
+  }
+  // root calls s0 twice, the first time before ">" (so s0 stays a rule);
+  // s0 reads s1, and itself again, without calls.
+  EXPECT_EQ(calls, 2);
+  GrammarMatcher m(*g);
+  EXPECT_TRUE(m.AcceptString("<cab>aab").ok());
+  EXPECT_TRUE(m.CanTerminate());
+}
+
+// Random right-linear rule sets, some rules also called before the end.
+TEST(CompilerTest, RulesReadAtTheirCallersEndMatchTheOracle) {
+  int compared = 0;
+  for (uint32_t seed = 1; seed <= 200; ++seed) {
+    std::mt19937 rng(seed);
+    const int n = 2 + rng() % 4;
+    const char* kAtoms[] = {"\"a\"",        "\"bc\"", "[a-c]",
+                            "\"\xC3\xA9\"", "[^a-z]", "\"\""};
+    auto atom = [&] { return std::string(kAtoms[rng() % 6]); };
+    auto rule = [&] { return "r" + std::to_string(rng() % n); };
+    std::string text = "root ::= " + atom() + " " + rule() + " | " +
+                       (rng() % 2 ? rule() + " " + atom() + " " + rule()
+                                  : atom() + " " + rule()) +
+                       "\n";
+    for (int r = 0; r < n; ++r) {
+      text += "r" + std::to_string(r) + " ::= " + atom();
+      for (int k = 0, alts = 1 + rng() % 3; k < alts; ++k) {
+        text += " | " + atom() + " " + rule();
+        if (rng() % 4 == 0) text += "?";
+      }
+      text += "\n";
+    }
+    auto compiled = CompileForRandomVocab(text, &rng);
+    if (!compiled.ok()) {
+      EXPECT_NE(compiled.status().message().find("left recursion"),
+                std::string::npos)
+          << compiled.status() << "\n"
+          << text;
+      continue;
+    }
+    auto oracle = OracleFor(ParseEbnf(text));
+    ASSERT_TRUE(oracle.ok()) << oracle.status();
+    CheckAgainstOracle(*compiled, *oracle, &rng, 12, text);
+    ++compared;
+  }
+  EXPECT_GT(compared, 120);
+}
+
 TEST(CompilerTest, RandomRegexesMatchTheOracle) {
   const char* kAtoms[] = {"a",        "b", "[ab]", "[^a]",
                           "\xC3\xA9", ".", "\\d",  "c"};
