@@ -276,12 +276,11 @@ class NfaBuilder {
       }
       case ExprKind::kChoice:
         for (int32_t child : e.children) {
-          // A state of its own per branch keeps branches from mixing when
-          // one of them loops back to its start. Their ends may be one:
-          // nothing leaves `to` inside the choice.
-          int32_t a = NewState(rule);
-          nfa_.AddEpsilon(from, a);
-          if (auto s = Build(rule, child, a, to); !s.ok()) return s;
+          // Branches may share both ends: no fragment leaves its `to`, nor
+          // loops back to its `from` (repeats loop on states of their own;
+          // a rule's reference to itself at its end re-enters its whole
+          // body, every branch included, as it should).
+          if (auto s = Build(rule, child, from, to); !s.ok()) return s;
         }
         return absl::OkStatus();
       case ExprKind::kRepeat:

@@ -148,6 +148,18 @@ absl::StatusOr<Pda> Nfa::Determinize(
     queue.push_back(&set);
     return it->second;
   };
+  // The same targets (before closing over epsilons) come back from many
+  // subsets and pieces; their subset is looked up, not closed again.
+  std::unordered_map<std::vector<int32_t>, int32_t, SignatureHash> by_targets;
+  auto step = [&](std::vector<int32_t>& targets) -> int32_t {
+    std::sort(targets.begin(), targets.end());
+    targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
+    auto it = by_targets.find(targets);
+    if (it != by_targets.end()) return it->second;
+    const int32_t to = intern(EpsilonClosure(targets, &scratch));
+    if (status.ok()) by_targets.emplace(targets, to);
+    return to;
+  };
   // Every rule's start subset first, so that state r is rule r's start.
   for (const Rule& r : rules_) intern(EpsilonClosure({r.start}, &scratch));
 
@@ -181,9 +193,7 @@ absl::StatusOr<Pda> Nfa::Determinize(
           if (e.lo <= lo && hi <= e.hi) targets.push_back(e.to);
         }
       }
-      const int32_t to = targets.empty()
-                             ? Pda::kDead
-                             : intern(EpsilonClosure(targets, &scratch));
+      const int32_t to = targets.empty() ? Pda::kDead : step(targets);
       if (!status.ok()) break;
       if (to != prev) raw.runs.push_back({lo, to});
       prev = to;
@@ -194,7 +204,7 @@ absl::StatusOr<Pda> Nfa::Determinize(
       for (const CallEdge& c : states_[s].calls) calls[c.rule].push_back(c.to);
     }
     for (auto& [rule, tos] : calls) {
-      const int32_t to = intern(EpsilonClosure(tos, &scratch));
+      const int32_t to = step(tos);
       if (!status.ok()) break;
       raw.calls.push_back({rule, to});
     }
