@@ -34,14 +34,16 @@ std::vector<bool> InlinedRules(const Grammar& g) {
   std::vector<std::vector<int32_t>> refs(n);
   std::vector<uint64_t> size(n, 0);
   std::vector<bool> loops(n, false);  // the body repeats without bound
+  // seen[e] == r + 1: e was met in rule r's body (a fresh vector per rule
+  // would cost rules x expressions).
+  std::vector<size_t> seen(g.exprs.size(), 0);
   for (size_t r = 0; r < n; ++r) {
     std::vector<int32_t> stack{g.rules[r].body};
-    std::vector<bool> seen(g.exprs.size(), false);
     while (!stack.empty()) {
       int32_t e = stack.back();
       stack.pop_back();
-      if (e < 0 || seen[e]) continue;
-      seen[e] = true;
+      if (e < 0 || seen[e] == r + 1) continue;
+      seen[e] = r + 1;
       const Expr& x = g.exprs[e];
       size[r] += x.kind == ExprKind::kRepeat
                      ? static_cast<uint64_t>(std::max(x.min, x.max)) + 1
@@ -105,16 +107,22 @@ std::vector<bool> AbsorbedRules(const Grammar& g,
   // (expression, whether it ends the rule); an inlined rule's body ends the
   // rule where its reference does. This mirrors which `to` NfaBuilder
   // passes: a sequence's last child, every branch, a {0,1} repeat's child.
-  std::vector<uint8_t> seen(g.exprs.size());
+  // Per expression, the last rule whose walk met it and how (bit 1: before
+  // the end, bit 2: at the end).
+  std::vector<size_t> seen_in(g.exprs.size(), n);
+  std::vector<uint8_t> seen(g.exprs.size(), 0);
   for (size_t r = 0; r < n; ++r) {
-    std::fill(seen.begin(), seen.end(), 0);
     std::vector<std::pair<int32_t, bool>> stack = {{g.rules[r].body, true}};
     while (!stack.empty()) {
       const auto [e, end] = stack.back();
       stack.pop_back();
+      if (seen_in[e] != r) {
+        seen_in[e] = r;
+        seen[e] = 0;
+        ++size[r];
+      }
       const uint8_t bit = end ? 2 : 1;
       if (seen[e] & bit) continue;
-      if (!seen[e]) ++size[r];
       seen[e] |= bit;
       const Expr& x = g.exprs[e];
       switch (x.kind) {
