@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <map>
 #include <unordered_map>
 
 #include "grammar/internal/refine.h"
@@ -90,25 +89,6 @@ void Pda::Finish() {
   }
 }
 
-namespace {
-
-// Byte moves of `s` as runs with one target, (first byte, to(target)), a
-// dead byte's target -1: most states move on a few ranges, so a round of
-// refinement reads a handful of runs instead of 256 bytes.
-template <typename To>
-void AppendRuns(const Pda& pda, int32_t s, To to,
-                std::vector<std::pair<int32_t, int32_t>>* runs) {
-  int32_t prev = -2;
-  for (int b = 0; b < 256; ++b) {
-    const int32_t t = pda.Next(s, static_cast<uint8_t>(b));
-    const int32_t mapped = t == Pda::kDead ? -1 : to(t);
-    if (mapped != prev) runs->push_back({b, mapped});
-    prev = mapped;
-  }
-}
-
-}  // namespace
-
 Pda Pda::Minimize(const RawPda& raw) {
   const int32_t n = raw.num_states();
   // Start from (rule, final): moves and calls never leave a rule.
@@ -118,31 +98,19 @@ Pda Pda::Minimize(const RawPda& raw) {
   }
   const int32_t initial_classes =
       2 * static_cast<int32_t>(raw.rule_names.size());
-  std::vector<int32_t> pred_begin(n + 1, 0), preds;
-  auto each_target = [&](int32_t s, auto&& f) {
+  const Predecessors pred = PredecessorsOf(n, [&](int32_t s, auto&& f) {
     for (int32_t k = raw.runs_begin[s]; k < raw.runs_begin[s + 1]; ++k) {
       if (raw.runs[k].second != kDead) f(raw.runs[k].second);
     }
     for (int32_t k = raw.calls_begin[s]; k < raw.calls_begin[s + 1]; ++k) {
       f(raw.calls[k].return_state);
     }
-  };
-  for (int32_t s = 0; s < n; ++s) {
-    each_target(s, [&](int32_t t) { ++pred_begin[t + 1]; });
-  }
-  for (int32_t s = 0; s < n; ++s) pred_begin[s + 1] += pred_begin[s];
-  preds.resize(pred_begin[n]);
-  {
-    std::vector<int32_t> at(pred_begin.begin(), pred_begin.end() - 1);
-    for (int32_t s = 0; s < n; ++s) {
-      each_target(s, [&](int32_t t) { preds[at[t]++] = s; });
-    }
-  }
+  });
   // Past this many signature ints merging is not worth its time: keep
   // every state.
   constexpr int64_t kMaxWork = int64_t{1} << 24;
   Refinement refined = Refine(
-      std::move(initial), initial_classes, pred_begin, preds,
+      std::move(initial), initial_classes, pred,
       std::numeric_limits<int64_t>::max(), kMaxWork,
       [&](int32_t s, const std::vector<int32_t>& cls,
           std::vector<int32_t>* sig) {

@@ -169,6 +169,21 @@ class Pda {
   int32_t root_rule_ = 0;
 };
 
+// Byte moves of `s` as runs with one target, (first byte, to(target)), a
+// dead byte's target -1: most states move on a few ranges, so a round of
+// refinement reads a handful of runs instead of 256 bytes.
+template <typename To>
+void AppendRuns(const Pda& pda, int32_t s, To to,
+                std::vector<std::pair<int32_t, int32_t>>* runs) {
+  int32_t prev = -2;
+  for (int b = 0; b < 256; ++b) {
+    const int32_t t = pda.Next(s, static_cast<uint8_t>(b));
+    const int32_t mapped = t == Pda::kDead ? -1 : to(t);
+    if (mapped != prev) runs->push_back({b, mapped});
+    prev = mapped;
+  }
+}
+
 }  // namespace grammard::grammar::internal
 
 #endif  // GRAMMARD_GRAMMAR_INTERNAL_PDA_H_

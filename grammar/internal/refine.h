@@ -1,5 +1,5 @@
-// Refine: Moore's partition refinement over automaton states, signing again
-// only the states whose targets changed class.
+// Refine: Moore's partition refinement over automaton states (or rules),
+// signing again only the states whose targets changed class.
 //
 // Round k splits every class by the states' signatures (what each byte and
 // call leads to, as classes after round k-1), exactly as Moore's algorithm
@@ -43,6 +43,30 @@ void AppendRunClasses(const std::vector<std::pair<int32_t, int32_t>>& runs,
   }
 }
 
+// Per state t, the states with an edge to t (a move, a call's return, a
+// reference), as CSR: preds[begin[t] .. begin[t + 1]).
+struct Predecessors {
+  std::vector<int32_t> begin;
+  std::vector<int32_t> preds;
+};
+
+// `each_edge(s, f)` calls f(t) for every edge s -> t of the n states.
+template <typename EachEdge>
+Predecessors PredecessorsOf(int32_t n, EachEdge each_edge) {
+  Predecessors p;
+  p.begin.assign(n + 1, 0);
+  for (int32_t s = 0; s < n; ++s) {
+    each_edge(s, [&](int32_t t) { ++p.begin[t + 1]; });
+  }
+  for (int32_t s = 0; s < n; ++s) p.begin[s + 1] += p.begin[s];
+  p.preds.resize(p.begin[n]);
+  std::vector<int32_t> at(p.begin.begin(), p.begin.end() - 1);
+  for (int32_t s = 0; s < n; ++s) {
+    each_edge(s, [&](int32_t t) { p.preds[at[t]++] = s; });
+  }
+  return p;
+}
+
 struct Refinement {
   std::vector<int32_t> cls;  // per state, in [0, classes)
   int32_t classes = 0;
@@ -50,16 +74,14 @@ struct Refinement {
   bool stable = false;  // a further round would split nothing
 };
 
-// `cls`: the initial classes, ids in [0, classes). `pred_begin`/`preds`: per
-// state t, the states with a move or call to t, as CSR (pred_begin has one
-// entry per state plus one). `sign(s, cls, &sig)` appends s's signature
+// `cls`: the initial classes, ids in [0, classes). `pred`: every edge
+// that a signature reads, backwards. `sign(s, cls, &sig)` appends s's signature
 // under the current classes, without s's own class. Stops after
 // `max_rounds` rounds, or before a round that would take the signature ints
 // signed in all past `max_work`; `rounds` and `stable` tell which.
 template <typename Sign>
 Refinement Refine(std::vector<int32_t> cls, int32_t classes,
-                  const std::vector<int32_t>& pred_begin,
-                  const std::vector<int32_t>& preds, int64_t max_rounds,
+                  const Predecessors& pred, int64_t max_rounds,
                   int64_t max_work, Sign sign) {
   const int32_t n = static_cast<int32_t>(cls.size());
   Refinement out;
@@ -143,8 +165,8 @@ Refinement Refine(std::vector<int32_t> cls, int32_t classes,
     // Next round signs the predecessors of states that changed id.
     signed_now.clear();
     for (int32_t t : changed) {
-      for (int32_t k = pred_begin[t]; k < pred_begin[t + 1]; ++k) {
-        const int32_t p = preds[k];
+      for (int32_t k = pred.begin[t]; k < pred.begin[t + 1]; ++k) {
+        const int32_t p = pred.preds[k];
         if (!mark[p]) {
           mark[p] = 1;
           signed_now.push_back(p);

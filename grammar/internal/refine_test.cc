@@ -73,21 +73,12 @@ bool SamePartition(const std::vector<int32_t>& a,
 
 Refinement RunRefine(const Automaton& a, int64_t rounds, int64_t max_work) {
   const int32_t n = static_cast<int32_t>(a.next.size());
-  std::vector<int32_t> pred_begin(n + 1, 0), preds;
-  for (const auto& row : a.next) {
-    for (int32_t t : row) {
-      if (t >= 0) ++pred_begin[t + 1];
-    }
-  }
-  for (int32_t s = 0; s < n; ++s) pred_begin[s + 1] += pred_begin[s];
-  preds.resize(pred_begin[n]);
-  std::vector<int32_t> at(pred_begin.begin(), pred_begin.end() - 1);
-  for (int32_t s = 0; s < n; ++s) {
+  const Predecessors pred = PredecessorsOf(n, [&](int32_t s, auto&& f) {
     for (int32_t t : a.next[s]) {
-      if (t >= 0) preds[at[t]++] = s;
+      if (t >= 0) f(t);
     }
-  }
-  return Refine(a.initial, a.classes, pred_begin, preds, rounds, max_work,
+  });
+  return Refine(a.initial, a.classes, pred, rounds, max_work,
                 [&](int32_t s, const std::vector<int32_t>& cls,
                     std::vector<int32_t>* sig) {
                   for (int32_t t : a.next[s])

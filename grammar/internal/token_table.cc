@@ -505,30 +505,18 @@ std::vector<int32_t> ShareGroups(
   }
   const int32_t m = static_cast<int32_t>(states.size());
   std::vector<std::pair<int32_t, int32_t>> runs;
-  std::vector<int32_t> runs_begin(m + 1, 0), pred_begin(m + 1, 0), preds;
+  std::vector<int32_t> runs_begin(m + 1, 0);
   for (int32_t i = 0; i < m; ++i) {
-    int32_t prev = -2;
-    for (int b = 0; b < 256; ++b) {
-      const int32_t t = pda.Next(states[i], static_cast<uint8_t>(b));
-      const int32_t to = t == Pda::kDead ? -1 : local[t];
-      if (to != prev) {
-        runs.push_back({b, to});
-        if (to >= 0) ++pred_begin[to + 1];
-      }
-      prev = to;
-    }
+    // A leaf rule's moves stay in the rule, so every target has a number.
+    AppendRuns(
+        pda, states[i], [&](int32_t t) { return local[t]; }, &runs);
     runs_begin[i + 1] = static_cast<int32_t>(runs.size());
   }
-  for (int32_t i = 0; i < m; ++i) pred_begin[i + 1] += pred_begin[i];
-  preds.resize(pred_begin[m]);
-  {
-    std::vector<int32_t> at(pred_begin.begin(), pred_begin.end() - 1);
-    for (int32_t i = 0; i < m; ++i) {
-      for (int32_t k = runs_begin[i]; k < runs_begin[i + 1]; ++k) {
-        if (runs[k].second >= 0) preds[at[runs[k].second]++] = i;
-      }
+  const Predecessors pred = PredecessorsOf(m, [&](int32_t i, auto&& f) {
+    for (int32_t k = runs_begin[i]; k < runs_begin[i + 1]; ++k) {
+      if (runs[k].second >= 0) f(runs[k].second);
     }
-  }
+  });
   std::vector<int32_t> initial(m);
   for (int32_t i = 0; i < m; ++i) {
     initial[i] =
@@ -536,14 +524,14 @@ std::vector<int32_t> ShareGroups(
   }
   constexpr int64_t kMaxWork = int64_t{1} << 24;  // signature ints
   const int64_t rounds = int64_t{max_len} + 1;
-  Refinement refined = Refine(std::move(initial), 2 * pda.num_rules(),
-                              pred_begin, preds, rounds, kMaxWork,
-                              [&](int32_t i, const std::vector<int32_t>& cls,
-                                  std::vector<int32_t>* sig) {
-                                AppendRunClasses(
-                                    runs, runs_begin[i], runs_begin[i + 1],
-                                    [&](int32_t t) { return cls[t]; }, sig);
-                              });
+  Refinement refined =
+      Refine(std::move(initial), 2 * pda.num_rules(), pred, rounds, kMaxWork,
+             [&](int32_t i, const std::vector<int32_t>& cls,
+                 std::vector<int32_t>* sig) {
+               AppendRunClasses(
+                   runs, runs_begin[i], runs_begin[i + 1],
+                   [&](int32_t t) { return cls[t]; }, sig);
+             });
   if (std::chrono::steady_clock::now() > deadline) return {};
   std::vector<int32_t> group(n);
   int32_t alone = 0;

@@ -2,13 +2,14 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
+#include <limits>
 #include <string>
 #include <unordered_map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "grammar/internal/refine.h"
 
 namespace grammard::grammar {
 namespace {
@@ -148,33 +149,33 @@ Grammar MergeEqualRules(const Grammar& grammar) {
   }
   // Moore's refinement from the shapes: a round splits rules whose
   // references fall in different classes, until a round splits nothing.
-  std::map<std::vector<int32_t>, int32_t> ids;
-  std::vector<int32_t> sig;
-  int32_t count = -1;
-  while (true) {
-    ids.clear();
-    std::vector<int32_t> next(n);
-    for (int32_t r = 0; r < n; ++r) {
-      sig.assign({cls[r]});
-      for (int32_t t : refs[r]) sig.push_back(cls[t]);
-      work += static_cast<int64_t>(sig.size());
-      next[r] =
-          ids.emplace(sig, static_cast<int32_t>(ids.size())).first->second;
+  const internal::Predecessors referrers =
+      internal::PredecessorsOf(n, [&](int32_t r, auto&& f) {
+        for (int32_t t : refs[r]) f(t);
+      });
+  const int32_t shapes = 1 + *std::max_element(cls.begin(), cls.end());
+  const internal::Refinement refined =
+      internal::Refine(std::move(cls), shapes, referrers,
+                       std::numeric_limits<int64_t>::max(), kMaxWork - work,
+                       [&](int32_t r, const std::vector<int32_t>& now,
+                           std::vector<int32_t>* sig) {
+                         for (int32_t t : refs[r]) sig->push_back(now[t]);
+                       });
+  if (!refined.stable) return grammar;
+  // The first rule of each class stands for it; the root for its own.
+  std::vector<int32_t> first(refined.classes, -1);
+  first[refined.cls[grammar.root]] = grammar.root;
+  int32_t count = 1;
+  for (int32_t r = 0; r < n; ++r) {
+    if (first[refined.cls[r]] < 0) {
+      first[refined.cls[r]] = r;
+      ++count;
     }
-    if (work > kMaxWork) return grammar;
-    cls.swap(next);
-    if (static_cast<int32_t>(ids.size()) == count) break;
-    count = static_cast<int32_t>(ids.size());
   }
   if (count == n) return grammar;
-  std::vector<int32_t> first(count, -1);
-  first[cls[grammar.root]] = grammar.root;
-  for (int32_t r = 0; r < n; ++r) {
-    if (first[cls[r]] < 0) first[cls[r]] = r;
-  }
   Grammar merged = grammar;
   for (Expr& x : merged.exprs) {
-    if (x.kind == ExprKind::kRuleRef) x.rule = first[cls[x.rule]];
+    if (x.kind == ExprKind::kRuleRef) x.rule = first[refined.cls[x.rule]];
   }
   return RemoveUnreachableRules(merged);
 }
