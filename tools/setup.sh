@@ -11,7 +11,7 @@ APT_PACKAGES=(
   bazel-bootstrap bazel-rules-java g++ python3
   libgrpc++-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
   libabsl-dev libgtest-dev googletest libbenchmark-dev libcivetweb-dev
-  libhiredis-dev nlohmann-json3-dev libssl-dev
+  libhiredis-dev nlohmann-json3-dev libssl-dev libjemalloc-dev
   clang libclang-rt-14-dev clang-format redis-server prometheus yq nodejs npm
 )
 TOKENIZERS=(llama2 llama3 qwen3 gemma3 deepseek_v3 gptoss)
