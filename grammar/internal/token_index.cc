@@ -26,6 +26,9 @@ TokenIndex::TokenIndex(std::shared_ptr<const Vocabulary> vocab)
     lcp_[i] = static_cast<int32_t>(k);
   }
   BuildTrie();
+  for (uint16_t depth : node_depth_) {
+    max_token_length_ = std::max<int32_t>(max_token_length_, depth);
+  }
 }
 
 TokenIndex::~TokenIndex() = default;

@@ -45,6 +45,8 @@ class TokenIndex {
   // `depth` bytes of token i (depth <= its length); for skipping a dead
   // subtree of the trie.
   int32_t SkipPast(int32_t i, int32_t depth) const;
+  // The most bytes of any token.
+  int32_t max_token_length() const { return max_token_length_; }
   // The id of the longest token that is a prefix of `text`, or -1.
   int32_t LongestPrefix(std::string_view text) const;
 
@@ -83,6 +85,7 @@ class TokenIndex {
   std::vector<int32_t> node_tokens_;  // num_nodes() + 1 offsets into ids_
   std::vector<int32_t> subtree_slot_;
   std::vector<uint64_t> subtree_bytes_;
+  int32_t max_token_length_ = 0;
   std::unique_ptr<LeafCache> leaf_cache_;
 };
 

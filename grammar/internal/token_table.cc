@@ -584,11 +584,8 @@ void TokenTable::Init(std::vector<int32_t> slot,
 }
 
 absl::Status TokenTable::Group(std::chrono::steady_clock::time_point deadline) {
-  int32_t max_len = 0;
-  for (int32_t i = 0; i < index_.size(); ++i) {
-    max_len = std::max(max_len, static_cast<int32_t>(index_.bytes(i).size()));
-  }
-  const std::vector<int32_t> group = ShareGroups(pda_, max_len, deadline);
+  const std::vector<int32_t> group =
+      ShareGroups(pda_, index_.max_token_length(), deadline);
   if (group.empty() && pda_.num_states() > 0) {
     return absl::DeadlineExceededError("grouping automaton states");
   }
