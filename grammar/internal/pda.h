@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "grammar/internal/byte_io.h"
+#include "grammar/internal/refine.h"
 
 namespace grammard::grammar::internal {
 
@@ -27,9 +28,7 @@ namespace grammard::grammar::internal {
 // here, grouping states that classify alike in token_table.cc).
 struct SignatureHash {
   size_t operator()(const std::vector<int32_t>& v) const {
-    uint64_t h = 0x9E3779B97F4A7C15ull;
-    for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 0x100000001B3ull;
-    return static_cast<size_t>(h ^ (h >> 29));
+    return static_cast<size_t>(HashInts(v.data(), v.data() + v.size()));
   }
 };
 
@@ -127,20 +126,6 @@ class Pda {
   // plain character, after an escape, after \uXXXX, ...).
   static Pda Minimize(const RawPda& raw);
 
-  // Building, in order: AddRule for each rule, then per rule AddState for
-  // each of its states (the first added is the rule's start), SetNext /
-  // AddCall, and finally Finish().
-  int32_t AddRule(std::string name);
-  int32_t AddState(int32_t rule, bool final);
-  void SetNext(int32_t state, uint8_t byte, int32_t target) {
-    next_[static_cast<size_t>(state) * 256 + byte] = target;
-  }
-  void AddCall(int32_t state, PdaCall call) {
-    pending_calls_.push_back({state, call});
-  }
-  void SetRoot(int32_t rule) { root_rule_ = rule; }
-  void Finish();
-
   // The finished Pda in serialize.h's form, and back. Load checks every
   // index it reads, so a malformed buffer is DataLoss, never a Pda that
   // reads out of bounds.
@@ -150,11 +135,8 @@ class Pda {
  private:
   // has_bytes_ from next_.
   void ComputeHasBytes();
-
-  struct PendingCall {
-    int32_t state;
-    PdaCall call;
-  };
+  // return_states_ from the calls.
+  void FindReturnStates();
 
   std::vector<int32_t> next_;
   std::vector<uint8_t> final_;
@@ -165,7 +147,6 @@ class Pda {
   std::vector<int32_t> state_rule_;
   std::vector<std::string> rule_names_;
   std::vector<std::vector<int32_t>> return_states_;
-  std::vector<PendingCall> pending_calls_;
   int32_t root_rule_ = 0;
 };
 

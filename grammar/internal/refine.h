@@ -12,8 +12,9 @@
 // repeat counted to 2048) splits one state a round, so it costs the chain's
 // length, not its square.
 //
-// Cost: O(sum over rounds of (signed states x (signature + log))) time;
-// O(states + edges) memory. Thread-safety: a pure function.
+// Cost: O(sum over rounds of (signed states x signature)) expected time (a
+// hash table per round); O(states + edges) memory. Thread-safety: a pure
+// function.
 #ifndef GRAMMARD_GRAMMAR_INTERNAL_REFINE_H_
 #define GRAMMARD_GRAMMAR_INTERNAL_REFINE_H_
 
@@ -23,6 +24,15 @@
 #include <vector>
 
 namespace grammard::grammar::internal {
+
+// A hash of the ints [begin, end) (FNV-like, then mixed), for signatures.
+inline uint64_t HashInts(const int32_t* begin, const int32_t* end) {
+  uint64_t h = 0x9E3779B97F4A7C15ull;
+  for (const int32_t* p = begin; p != end; ++p) {
+    h = (h ^ static_cast<uint32_t>(*p)) * 0x100000001B3ull;
+  }
+  return h ^ (h >> 29);
+}
 
 // Appends (first byte of a run, class_of(target)) for runs[begin, end),
 // runs of one class merged so that targets of one class compare equal
@@ -90,7 +100,22 @@ Refinement Refine(std::vector<int32_t> cls, int32_t classes,
   std::vector<int32_t> signed_now(n);  // round 1 signs every state
   for (int32_t s = 0; s < n; ++s) signed_now[s] = s;
   std::vector<uint8_t> mark(n, 0);
-  std::vector<int32_t> sig, sig_begin, order, changed, part_sizes;
+  std::vector<int32_t> sig, sig_begin, changed;
+  // A part: the signed states of one class with one signature.
+  struct Part {
+    int32_t cls;
+    int32_t first;  // a signed state's index, for its signature
+    int32_t size;
+    int32_t id;  // the class it ends in
+    uint64_t hash;
+  };
+  std::vector<Part> parts;
+  std::vector<int32_t> part_of, table;
+  // Per class touched this round (stamp == round + 1): signed states, parts
+  // and the largest part.
+  std::vector<int64_t> stamp(classes, 0);
+  std::vector<int32_t> class_signed(classes), class_parts(classes),
+      class_largest(classes);
   int64_t work = 0;
   for (int64_t round = 0; round < max_rounds; ++round) {
     if (signed_now.empty()) {
@@ -106,60 +131,77 @@ Refinement Refine(std::vector<int32_t> cls, int32_t classes,
     }
     work += static_cast<int64_t>(sig.size()) + m;
     if (work > max_work) break;
-    auto same_sig = [&](int32_t i, int32_t j) {
+    auto sig_equal = [&](int32_t i, int32_t j) {
       return std::equal(
           sig.begin() + sig_begin[i], sig.begin() + sig_begin[i + 1],
           sig.begin() + sig_begin[j], sig.begin() + sig_begin[j + 1]);
     };
-    auto less = [&](int32_t i, int32_t j) {
-      const int32_t ci = cls[signed_now[i]], cj = cls[signed_now[j]];
-      if (ci != cj) return ci < cj;
-      return std::lexicographical_compare(
-          sig.begin() + sig_begin[i], sig.begin() + sig_begin[i + 1],
-          sig.begin() + sig_begin[j], sig.begin() + sig_begin[j + 1]);
-    };
-    order.resize(m);
-    for (int32_t i = 0; i < m; ++i) order[i] = i;
-    std::sort(order.begin(), order.end(), less);
+    // Parts through an open-addressing table on (class, signature hash),
+    // comparing whole signatures, so a hash collision makes two parts:
+    // linear in the signed states where sorting them was a tenth of a
+    // compile.
+    size_t slots = 16;
+    while (slots < 2 * static_cast<size_t>(m)) slots *= 2;
+    table.assign(slots, -1);
+    parts.clear();
+    part_of.resize(m);
+    for (int32_t i = 0; i < m; ++i) {
+      const int32_t c = cls[signed_now[i]];
+      const uint64_t h =
+          HashInts(sig.data() + sig_begin[i], sig.data() + sig_begin[i + 1]);
+      size_t slot = (h ^ (static_cast<uint64_t>(c) * 0x9E3779B97F4A7C15ull)) &
+                    (slots - 1);
+      int32_t p = -1;
+      for (; table[slot] >= 0; slot = (slot + 1) & (slots - 1)) {
+        const Part& q = parts[table[slot]];
+        if (q.cls == c && q.hash == h && sig_equal(q.first, i)) {
+          p = table[slot];
+          break;
+        }
+      }
+      if (p < 0) {
+        p = static_cast<int32_t>(parts.size());
+        parts.push_back({c, i, 0, c, h});
+        table[slot] = p;
+      }
+      ++parts[p].size;
+      part_of[i] = p;
+    }
+    for (int32_t p = 0; p < static_cast<int32_t>(parts.size()); ++p) {
+      const int32_t c = parts[p].cls;
+      if (stamp[c] != round + 1) {
+        stamp[c] = round + 1;
+        class_signed[c] = class_parts[c] = 0;
+        class_largest[c] = p;
+      }
+      class_signed[c] += parts[p].size;
+      ++class_parts[c];
+      if (parts[p].size > parts[class_largest[c]].size) class_largest[c] = p;
+    }
+    // A class keeps its id for its unsigned states, else for its largest
+    // part; its other parts get new ids.
+    for (int32_t p = 0; p < static_cast<int32_t>(parts.size()); ++p) {
+      const int32_t c = parts[p].cls;
+      const bool all_signed = class_signed[c] == size[c];
+      if (all_signed && (class_parts[c] == 1 || class_largest[c] == p)) {
+        continue;
+      }
+      parts[p].id = classes++;
+      size.push_back(0);
+      stamp.push_back(0);
+      class_signed.push_back(0);
+      class_parts.push_back(0);
+      class_largest.push_back(0);
+    }
     changed.clear();
-    for (int32_t lo = 0; lo < m;) {
-      const int32_t c = cls[signed_now[order[lo]]];
-      int32_t hi = lo;
-      while (hi < m && cls[signed_now[order[hi]]] == c) ++hi;
-      // Parts of class c among the signed states: runs of equal signature.
-      part_sizes.clear();
-      for (int32_t k = lo; k < hi; ++k) {
-        if (k == lo || !same_sig(order[k - 1], order[k])) {
-          part_sizes.push_back(0);
-        }
-        ++part_sizes.back();
-      }
-      const bool all_signed = hi - lo == size[c];
-      if (!(all_signed && part_sizes.size() == 1)) {
-        // The part that keeps id c: the unsigned states, else the largest.
-        int32_t keep = -1;
-        if (all_signed) {
-          keep = static_cast<int32_t>(
-              std::max_element(part_sizes.begin(), part_sizes.end()) -
-              part_sizes.begin());
-        }
-        int32_t part = -1, id = c;
-        for (int32_t k = lo; k < hi; ++k) {
-          if (k == lo || !same_sig(order[k - 1], order[k])) {
-            ++part;
-            id = part == keep ? c : classes++;
-            if (id != c) size.push_back(0);
-          }
-          const int32_t s = signed_now[order[k]];
-          if (id != c) {
-            --size[c];
-            ++size[id];
-            cls[s] = id;
-            changed.push_back(s);
-          }
-        }
-      }
-      lo = hi;
+    for (int32_t i = 0; i < m; ++i) {
+      const Part& part = parts[part_of[i]];
+      if (part.id == part.cls) continue;
+      const int32_t s = signed_now[i];
+      --size[part.cls];
+      ++size[part.id];
+      cls[s] = part.id;
+      changed.push_back(s);
     }
     ++out.rounds;
     // Next round signs the predecessors of states that changed id.

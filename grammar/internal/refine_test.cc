@@ -2,6 +2,7 @@
 
 #include <map>
 #include <random>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -125,6 +126,48 @@ TEST(RefineTest, AChainSplitsAStateARoundAtLinearCost) {
   std::vector<int32_t> seen(r.classes, 0);
   for (int32_t c : r.cls) ++seen[c];
   for (int32_t count : seen) EXPECT_LE(count, 1);
+}
+
+// Two signatures {x, 0} and {y, z} with one HashInts: x and y whose
+// products (seed ^ x) * prime agree in their high 32 bits, and z that makes
+// the low bits agree after the second xor. The prime is 2^40 + 0x1B3, so the
+// high bits hold x's low 24 bits shifted, plus a carry that x's high 8 bits
+// move: the search varies both.
+std::pair<std::vector<int32_t>, std::vector<int32_t>> CollidingSignatures() {
+  const uint64_t seed = 0x9E3779B97F4A7C15ull, prime = 0x100000001B3ull;
+  std::unordered_map<uint32_t, uint32_t> by_high;
+  for (uint32_t i = 0; i < (1u << 20); ++i) {
+    const uint32_t x = (i >> 12) << 24 | (i & 0xFFF);
+    const uint64_t product = (seed ^ x) * prime;
+    auto [it, fresh] = by_high.emplace(static_cast<uint32_t>(product >> 32), x);
+    if (fresh) continue;
+    const uint64_t other = (seed ^ it->second) * prime;
+    const uint32_t z =
+        static_cast<uint32_t>(product) ^ static_cast<uint32_t>(other);
+    return {{static_cast<int32_t>(it->second), 0},
+            {static_cast<int32_t>(x), static_cast<int32_t>(z)}};
+  }
+  return {};
+}
+
+TEST(RefineTest, SignaturesWhoseHashesCollideStillSplit) {
+  const auto [a, b] = CollidingSignatures();
+  ASSERT_FALSE(a.empty()) << "no colliding signatures found";
+  ASSERT_NE(a, b);
+  ASSERT_EQ(HashInts(a.data(), a.data() + a.size()),
+            HashInts(b.data(), b.data() + b.size()));
+  // One class; states 0 and 2 sign a, state 1 signs b. Grouped by hash
+  // alone, the three would stay one class.
+  const std::vector<std::vector<int32_t>> sigs{a, b, a};
+  const Predecessors none = PredecessorsOf(3, [](int32_t, auto&&) {});
+  const Refinement r = Refine(
+      {0, 0, 0}, 1, none, int64_t{1} << 40, int64_t{1} << 30,
+      [&](int32_t s, const std::vector<int32_t>&, std::vector<int32_t>* sig) {
+        sig->insert(sig->end(), sigs[s].begin(), sigs[s].end());
+      });
+  ASSERT_TRUE(r.stable);
+  EXPECT_EQ(r.cls[0], r.cls[2]);
+  EXPECT_NE(r.cls[0], r.cls[1]);
 }
 
 TEST(RefineTest, StopsBeforePassingTheWorkBudget) {
