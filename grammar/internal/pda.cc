@@ -8,21 +8,6 @@
 
 namespace grammard::grammar::internal {
 
-int32_t Pda::AddRule(std::string name) {
-  rule_names_.push_back(std::move(name));
-  rule_start_.push_back(-1);
-  return static_cast<int32_t>(rule_names_.size()) - 1;
-}
-
-int32_t Pda::AddState(int32_t rule, bool final) {
-  int32_t id = num_states();
-  final_.push_back(final ? 1 : 0);
-  state_rule_.push_back(rule);
-  next_.resize(next_.size() + 256, kDead);
-  if (rule_start_[rule] < 0) rule_start_[rule] = id;
-  return id;
-}
-
 void Pda::ComputeHasBytes() {
   has_bytes_.assign(num_states(), 0);
   for (int32_t s = 0; s < num_states(); ++s) {
@@ -32,25 +17,7 @@ void Pda::ComputeHasBytes() {
   }
 }
 
-void Pda::Finish() {
-  ComputeHasBytes();
-  std::stable_sort(pending_calls_.begin(), pending_calls_.end(),
-                   [](const PendingCall& a, const PendingCall& b) {
-                     return a.state < b.state;
-                   });
-  call_offsets_.assign(num_states() + 1, 0);
-  calls_.clear();
-  size_t k = 0;
-  for (int32_t s = 0; s < num_states(); ++s) {
-    call_offsets_[s] = static_cast<uint32_t>(calls_.size());
-    for (; k < pending_calls_.size() && pending_calls_[k].state == s; ++k) {
-      calls_.push_back(pending_calls_[k].call);
-    }
-  }
-  call_offsets_[num_states()] = static_cast<uint32_t>(calls_.size());
-  pending_calls_.clear();
-  pending_calls_.shrink_to_fit();
-
+void Pda::FindReturnStates() {
   // Return states seen through tail calls: a rule tail-called from R finds
   // whatever R finds below it. Grows to a fixpoint (tail calls may cycle).
   return_states_.assign(num_rules(), {});
@@ -138,41 +105,54 @@ Pda Pda::Minimize(const RawPda& raw) {
     count = n;
   }
 
-  Pda out;
-  for (const std::string& name : raw.rule_names) out.AddRule(name);
-  out.SetRoot(raw.root_rule);
-  out.next_.reserve(static_cast<size_t>(count) * 256);
-  std::vector<int32_t> state_of(count, -1), rep(count, -1);
+  std::vector<int32_t> rep(count, -1);
   for (int32_t s = 0; s < n; ++s) {
     if (rep[cls[s]] < 0) rep[cls[s]] = s;
   }
-  // Each rule's start first, so it stays the rule's first state.
-  for (int32_t r = 0; r < out.num_rules(); ++r) {
-    const int32_t c = cls[r];
-    if (state_of[c] < 0) state_of[c] = out.AddState(r, raw.final[rep[c]]);
+  // New state numbers: each rule's start first, so that state r stays rule
+  // r's start, then the other classes in order.
+  std::vector<int32_t> state_of(count, -1), class_of;
+  class_of.reserve(count);
+  auto number = [&](int32_t c) {
+    if (state_of[c] >= 0) return;
+    state_of[c] = static_cast<int32_t>(class_of.size());
+    class_of.push_back(c);
+  };
+  for (size_t r = 0; r < raw.rule_names.size(); ++r) number(cls[r]);
+  for (int32_t c = 0; c < count; ++c) number(c);
+
+  Pda out;
+  out.rule_names_ = raw.rule_names;
+  out.root_rule_ = raw.root_rule;
+  out.rule_start_.resize(raw.rule_names.size());
+  for (size_t r = 0; r < raw.rule_names.size(); ++r) {
+    out.rule_start_[r] = state_of[cls[r]];
   }
-  for (int32_t c = 0; c < count; ++c) {
-    if (state_of[c] < 0) {
-      state_of[c] = out.AddState(raw.state_rule[rep[c]], raw.final[rep[c]]);
-    }
-  }
-  for (int32_t c = 0; c < count; ++c) {
-    const int32_t s = rep[c];
+  out.final_.resize(count);
+  out.state_rule_.resize(count);
+  out.has_bytes_.assign(count, 0);
+  out.next_.assign(static_cast<size_t>(count) * 256, kDead);
+  out.call_offsets_.assign(1, 0);
+  for (int32_t i = 0; i < count; ++i) {
+    const int32_t s = rep[class_of[i]];
+    out.final_[i] = raw.final[s];
+    out.state_rule_[i] = raw.state_rule[s];
+    int32_t* row = out.next_.data() + static_cast<size_t>(i) * 256;
     for (int32_t k = raw.runs_begin[s]; k < raw.runs_begin[s + 1]; ++k) {
       const auto [first, t] = raw.runs[k];
       if (t == kDead) continue;
       const int32_t last =
           k + 1 < raw.runs_begin[s + 1] ? raw.runs[k + 1].first - 1 : 255;
-      for (int32_t b = first; b <= last; ++b) {
-        out.SetNext(state_of[c], static_cast<uint8_t>(b), state_of[cls[t]]);
-      }
+      std::fill(row + first, row + last + 1, state_of[cls[t]]);
+      out.has_bytes_[i] = 1;
     }
     for (int32_t k = raw.calls_begin[s]; k < raw.calls_begin[s + 1]; ++k) {
-      out.AddCall(state_of[c], {raw.calls[k].rule,
-                                state_of[cls[raw.calls[k].return_state]]});
+      out.calls_.push_back(
+          {raw.calls[k].rule, state_of[cls[raw.calls[k].return_state]]});
     }
+    out.call_offsets_.push_back(static_cast<uint32_t>(out.calls_.size()));
   }
-  out.Finish();
+  out.FindReturnStates();
   return out;
 }
 
@@ -426,7 +406,9 @@ absl::StatusOr<Pda> Pda::Load(ByteReader* in) {
       if (r.lo > r.hi || !InRange(r.target, states)) {
         return in->Malformed();
       }
-      for (int b = r.lo; b <= r.hi; ++b) pda.SetNext(s, b, r.target);
+      std::fill(pda.next_.begin() + static_cast<size_t>(s) * 256 + r.lo,
+                pda.next_.begin() + static_cast<size_t>(s) * 256 + r.hi + 1,
+                r.target);
     }
   }
   if (!in->GetVector(&pda.final_) || !in->GetVector(&pda.calls_) ||
