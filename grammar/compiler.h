@@ -38,8 +38,8 @@ struct CompileOptions {
   // Automaton states over all rules; past it compiling fails with
   // ResourceExhausted instead of using unbounded time and memory.
   int32_t max_states = 100000;
-  // Past this instant compiling stops with DeadlineExceeded (checked
-  // between automaton states, so it overruns by at most one state's work).
+  // Past this instant compiling stops with DeadlineExceeded (checked every
+  // 64 automaton states, so it overruns by at most their work).
   std::chrono::steady_clock::time_point deadline =
       std::chrono::steady_clock::time_point::max();
   // How long compiling may spend classifying tokens ahead of any matcher

@@ -164,35 +164,46 @@ absl::StatusOr<Pda> Nfa::Determinize(
   for (const Rule& r : rules_) intern(EpsilonClosure({r.start}, &scratch));
 
   std::vector<int> cuts;
+  std::vector<ByteEdge> edges, open;
   std::vector<int32_t> targets;
   std::map<int32_t, std::vector<int32_t>> calls;
+  int64_t expanded = 0;
   while (!queue.empty() && status.ok()) {
-    if (std::chrono::steady_clock::now() > deadline) {
+    if (++expanded % 64 == 0 && std::chrono::steady_clock::now() > deadline) {
       return absl::DeadlineExceededError(
           absl::StrCat(raw.num_states(), " automaton states so far"));
     }
     const std::vector<int32_t>& subset = *queue.front();
     queue.pop_front();
     // Split the byte range at every edge boundary; within a piece every byte
-    // leads to the same subset.
+    // leads to the same subset, that of the edges open over it (a sweep
+    // over the edges sorted by first byte).
+    edges.clear();
     cuts.assign({0, 256});
     for (int32_t s : subset) {
       for (const ByteEdge& e : states_[s].bytes) {
+        edges.push_back(e);
         cuts.push_back(e.lo);
         cuts.push_back(e.hi + 1);
       }
     }
     std::sort(cuts.begin(), cuts.end());
     cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    std::sort(edges.begin(), edges.end(),
+              [](const ByteEdge& a, const ByteEdge& b) { return a.lo < b.lo; });
+    open.clear();
+    size_t next_edge = 0;
     int32_t prev = -2;
     for (size_t k = 0; k + 1 < cuts.size(); ++k) {
-      const int lo = cuts[k], hi = cuts[k + 1] - 1;
-      targets.clear();
-      for (int32_t s : subset) {
-        for (const ByteEdge& e : states_[s].bytes) {
-          if (e.lo <= lo && hi <= e.hi) targets.push_back(e.to);
-        }
+      const int lo = cuts[k];
+      open.erase(std::remove_if(open.begin(), open.end(),
+                                [&](const ByteEdge& e) { return e.hi < lo; }),
+                 open.end());
+      while (next_edge < edges.size() && edges[next_edge].lo == lo) {
+        open.push_back(edges[next_edge++]);
       }
+      targets.clear();
+      for (const ByteEdge& e : open) targets.push_back(e.to);
       const int32_t to = targets.empty() ? Pda::kDead : step(targets);
       if (!status.ok()) break;
       if (to != prev) raw.runs.push_back({lo, to});
