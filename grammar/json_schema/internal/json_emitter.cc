@@ -325,6 +325,11 @@ int32_t JsonEmitter::CountedChar() {
 }
 
 int32_t JsonEmitter::JsonChar(const std::vector<CharRange>& ranges) {
+  return JsonCharForms(ranges).all;
+}
+
+const JsonEmitter::CharForms& JsonEmitter::JsonCharForms(
+    const std::vector<CharRange>& ranges) {
   std::vector<uint32_t> key;
   for (const CharRange& r : ranges) {
     key.push_back(r.lo);
@@ -345,25 +350,32 @@ int32_t JsonEmitter::JsonChar(const std::vector<CharRange>& ranges) {
     }
     if (lo <= hi) raw.push_back({lo, hi});
   }
-  std::vector<int32_t> alts;
-  if (!raw.empty()) alts.push_back(g_.AddCharClass(raw));
-  if (Contains(ranges, '"')) alts.push_back(Bytes("\\\""));
-  if (Contains(ranges, '\\')) alts.push_back(Bytes("\\\\"));
-  if (Contains(ranges, '/')) alts.push_back(Bytes("\\/"));
+  std::vector<CharRange> ascii, wide;
+  for (const CharRange& r : raw) {
+    if (r.lo < 0x80) ascii.push_back({r.lo, std::min<uint32_t>(r.hi, 0x7f)});
+    if (r.hi >= 0x80) wide.push_back({std::max<uint32_t>(r.lo, 0x80), r.hi});
+  }
+  std::vector<int32_t> escapes;
+  if (Contains(ranges, '"')) escapes.push_back(Bytes("\\\""));
+  if (Contains(ranges, '\\')) escapes.push_back(Bytes("\\\\"));
+  if (Contains(ranges, '/')) escapes.push_back(Bytes("\\/"));
   std::vector<int> nibbles[2];
   for (uint32_t c = 0; c < 0x20; ++c) {
     if (!Contains(ranges, c)) continue;
-    if (const char* e = ShortEscape(c)) alts.push_back(Bytes(e));
+    if (const char* e = ShortEscape(c)) escapes.push_back(Bytes(e));
     nibbles[c >> 4].push_back(static_cast<int>(c & 15));
   }
   for (int high = 0; high < 2; ++high) {
     if (nibbles[high].empty()) continue;
-    alts.push_back(Seq({Bytes(high == 0 ? "\\u000" : "\\u001"),
-                        g_.AddCharClass(HexDigitsFor(nibbles[high]))}));
+    escapes.push_back(Seq({Bytes(high == 0 ? "\\u000" : "\\u001"),
+                           g_.AddCharClass(HexDigitsFor(nibbles[high]))}));
   }
-  int32_t out = Alt(alts);
-  json_chars_.emplace(std::move(key), out);
-  return out;
+  CharForms f;
+  if (!ascii.empty()) f.groups.push_back(g_.AddCharClass(ascii));
+  if (!wide.empty()) f.groups.push_back(g_.AddCharClass(wide));
+  if (!escapes.empty()) f.groups.push_back(Alt(escapes));
+  f.all = Alt(f.groups);
+  return json_chars_.emplace(std::move(key), std::move(f)).first->second;
 }
 
 int32_t JsonEmitter::StringContent(std::string_view utf8) {
@@ -529,7 +541,8 @@ absl::StatusOr<int32_t> JsonEmitter::TranslateRegex(const Grammar& regex,
 
 int32_t JsonEmitter::EmitDfa(
     const CharDfa& dfa,
-    const std::function<int32_t(const std::vector<CharRange>&)>& symbol,
+    const std::function<std::vector<int32_t>(const std::vector<CharRange>&)>&
+        symbol,
     std::string_view hint) {
   if (dfa.IsEmpty()) return Nothing();
   const int32_t n = dfa.num_states();
@@ -632,12 +645,21 @@ int32_t JsonEmitter::EmitDfa(
   for (int32_t s : order) {
     std::vector<int32_t> alts;
     for (const auto& [t, ranges] : out[s]) {
-      alts.push_back(Seq({symbol(ranges), ref(t)}));
+      // Each group of forms leads on to the target by itself (see
+      // JsonCharForms) where copying the target costs no more than a
+      // reference: a rule, or a state that only loops. Copies of larger
+      // targets would multiply down nested states.
+      const std::vector<int32_t> groups = symbol(ranges);
+      if (is_rule[t] || out[t].empty()) {
+        for (int32_t group : groups) alts.push_back(Seq({group, ref(t)}));
+      } else {
+        alts.push_back(Seq({Alt(groups), ref(t)}));
+      }
     }
     if (dfa.accepting[s]) alts.push_back(g_.AddEpsilon());
     int32_t body = Alt(alts);
     if (!self[s].empty()) {
-      body = Seq({g_.AddRepeat(symbol(self[s]), 0, kUnbounded), body});
+      body = Seq({g_.AddRepeat(Alt(symbol(self[s])), 0, kUnbounded), body});
     }
     if (is_rule[s]) {
       g_.rules[rule_of[s]].body = body;
@@ -650,14 +672,19 @@ int32_t JsonEmitter::EmitDfa(
 
 int32_t JsonEmitter::DfaString(const CharDfa& dfa, std::string_view hint) {
   return Quoted(EmitDfa(
-      dfa, [this](const std::vector<CharRange>& r) { return JsonChar(r); },
+      dfa,
+      [this](const std::vector<CharRange>& r) {
+        return JsonCharForms(r).groups;
+      },
       hint));
 }
 
 int32_t JsonEmitter::DfaPlain(const CharDfa& dfa, std::string_view hint) {
   return EmitDfa(
       dfa,
-      [this](const std::vector<CharRange>& r) { return g_.AddCharClass(r); },
+      [this](const std::vector<CharRange>& r) {
+        return std::vector<int32_t>{g_.AddCharClass(r)};
+      },
       hint);
 }
 

@@ -102,6 +102,18 @@ class JsonEmitter {
 
   // One character out of `ranges` (code points), in its canonical forms.
   int32_t JsonChar(const std::vector<CharRange>& ranges);
+  // The same forms in up to three groups, `all` their choice: the raw ASCII
+  // characters, the raw others (multi-byte UTF-8) and the escaped ones.
+  // EmitDfa follows each group by the edge's target on its own, so that
+  // states differing in a few ASCII characters (a key that is none of the
+  // declared names excludes one letter per state) share what follows an
+  // escape or a multi-byte character: the engine builds it once, not once
+  // per state.
+  struct CharForms {
+    std::vector<int32_t> groups;
+    int32_t all = -1;
+  };
+  const CharForms& JsonCharForms(const std::vector<CharRange>& ranges);
   // The contents (no quotes) of a string literal, in canonical forms.
   int32_t StringContent(std::string_view utf8);
   int32_t Quoted(int32_t content);
@@ -111,12 +123,14 @@ class JsonEmitter {
   // Expression `expr` of a regex grammar (code point level) as JSON string
   // contents.
   absl::StatusOr<int32_t> TranslateRegex(const Grammar& regex, int32_t expr);
-  // The language of `dfa`, each edge written with `symbol(ranges)`. States
-  // on cycles, and large states reached from several places, become rules
-  // named after `hint`.
+  // The language of `dfa`, each edge written with `symbol(ranges)`, a
+  // choice of groups of forms that may each be followed by the edge's target
+  // on its own (see JsonCharForms). States on cycles, and large states
+  // reached from several places, become rules named after `hint`.
   int32_t EmitDfa(
       const CharDfa& dfa,
-      const std::function<int32_t(const std::vector<CharRange>&)>& symbol,
+      const std::function<std::vector<int32_t>(const std::vector<CharRange>&)>&
+          symbol,
       std::string_view hint);
   // Shorthands: a JSON string whose contents are `dfa`'s language; a number
   // text from a DFA over ASCII.
@@ -131,7 +145,7 @@ class JsonEmitter {
   JsonLayout layout_;
   std::map<std::string, int32_t> rule_names_;
   std::set<std::string> used_names_;
-  std::map<std::vector<uint32_t>, int32_t> json_chars_;
+  std::map<std::vector<uint32_t>, CharForms> json_chars_;
   int32_t ws_rule_ = -1;
   int32_t string_rule_ = -1;
   int32_t number_rule_ = -1;
