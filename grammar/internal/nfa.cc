@@ -1,11 +1,9 @@
 #include "grammar/internal/nfa.h"
 
 #include <algorithm>
-#include <deque>
-#include <map>
-#include <unordered_map>
 
 #include "absl/strings/str_cat.h"
+#include "grammar/internal/refine.h"
 
 namespace grammard::grammar::internal {
 
@@ -57,14 +55,24 @@ std::vector<int32_t> Nfa::EpsilonClosure(std::vector<int32_t> set,
 absl::Status Nfa::PruneUnproductive(int32_t root) {
   const int32_t n = num_states();
   std::vector<bool> productive(rules_.size(), false);
-  // Reverse edges, to walk back from each rule's end.
-  std::vector<std::vector<std::pair<int32_t, int32_t>>> preds(
-      n);  // (from, called rule or -1)
+  // Reverse edges, to walk back from each rule's end: (from, called rule or
+  // -1) for state t at preds[begin[t] .. begin[t + 1]).
+  std::vector<int32_t> begin(n + 1, 0);
   for (int32_t s = 0; s < n; ++s) {
-    for (const ByteEdge& e : states_[s].bytes) preds[e.to].push_back({s, -1});
-    for (int32_t t : states_[s].epsilon) preds[t].push_back({s, -1});
-    for (const CallEdge& c : states_[s].calls)
-      preds[c.to].push_back({s, c.rule});
+    for (const ByteEdge& e : states_[s].bytes) ++begin[e.to + 1];
+    for (int32_t t : states_[s].epsilon) ++begin[t + 1];
+    for (const CallEdge& c : states_[s].calls) ++begin[c.to + 1];
+  }
+  for (int32_t s = 0; s < n; ++s) begin[s + 1] += begin[s];
+  std::vector<std::pair<int32_t, int32_t>> preds(begin[n]);
+  {
+    std::vector<int32_t> at(begin.begin(), begin.end() - 1);
+    for (int32_t s = 0; s < n; ++s) {
+      for (const ByteEdge& e : states_[s].bytes) preds[at[e.to]++] = {s, -1};
+      for (int32_t t : states_[s].epsilon) preds[at[t]++] = {s, -1};
+      for (const CallEdge& c : states_[s].calls)
+        preds[at[c.to]++] = {s, c.rule};
+    }
   }
   // A state is live when its rule's end is reachable from it through bytes,
   // epsilons and calls of productive rules; a rule is productive once its
@@ -89,7 +97,8 @@ absl::Status Nfa::PruneUnproductive(int32_t root) {
       for (int32_t from : waiting[own]) revive(from);
       waiting[own].clear();
     }
-    for (auto [from, rule] : preds[t]) {
+    for (int32_t k = begin[t]; k < begin[t + 1]; ++k) {
+      const auto [from, rule] = preds[k];
       if (rule >= 0 && !productive[rule]) {
         waiting[rule].push_back(from);
       } else {
@@ -119,6 +128,62 @@ absl::Status Nfa::PruneUnproductive(int32_t root) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Sets of ints, each interned once: kept back to back in one pool and found
+// through an open-addressing table, so looking a set up allocates nothing
+// (a map keyed by vectors was most of the subset construction's time).
+class IntSets {
+ public:
+  int32_t size() const { return static_cast<int32_t>(value_.size()); }
+  const int32_t* begin(int32_t k) const { return pool_.data() + begin_[k]; }
+  const int32_t* end(int32_t k) const { return pool_.data() + begin_[k + 1]; }
+  int32_t value(int32_t k) const { return value_[k]; }
+
+  // The set equal to `set`, or -1.
+  int32_t Find(const std::vector<int32_t>& set) const {
+    if (slots_.empty()) return -1;
+    const uint64_t h = HashInts(set.data(), set.data() + set.size());
+    for (size_t i = h & (slots_.size() - 1);;
+         i = (i + 1) & (slots_.size() - 1)) {
+      const int32_t k = slots_[i];
+      if (k < 0) return -1;
+      if (hash_[k] == h && std::equal(begin(k), end(k), set.begin(), set.end()))
+        return k;
+    }
+  }
+  // Adds `set` (not present yet) with `value`; returns its number.
+  int32_t Add(const std::vector<int32_t>& set, int32_t value) {
+    if (2 * (value_.size() + 1) > slots_.size()) Grow();
+    const int32_t k = size();
+    pool_.insert(pool_.end(), set.begin(), set.end());
+    begin_.push_back(static_cast<int32_t>(pool_.size()));
+    value_.push_back(value);
+    hash_.push_back(HashInts(set.data(), set.data() + set.size()));
+    Place(k);
+    return k;
+  }
+
+ private:
+  void Place(int32_t k) {
+    size_t i = hash_[k] & (slots_.size() - 1);
+    while (slots_[i] >= 0) i = (i + 1) & (slots_.size() - 1);
+    slots_[i] = k;
+  }
+  void Grow() {
+    slots_.assign(std::max<size_t>(64, 2 * slots_.size()), -1);
+    for (int32_t k = 0; k < size(); ++k) Place(k);
+  }
+
+  std::vector<int32_t> pool_;
+  std::vector<int32_t> begin_{0};
+  std::vector<int32_t> value_;
+  std::vector<uint64_t> hash_;
+  std::vector<int32_t> slots_;
+};
+
+}  // namespace
+
 absl::StatusOr<Pda> Nfa::Determinize(
     int32_t root, int32_t max_states,
     std::chrono::steady_clock::time_point deadline) const {
@@ -126,55 +191,54 @@ absl::StatusOr<Pda> Nfa::Determinize(
   for (const Rule& r : rules_) raw.rule_names.push_back(r.name);
   raw.root_rule = root;
 
-  // Subsets are numbered as they are found and expanded in that order, so
-  // the queue holds the subsets themselves (map keys keep their address).
-  std::unordered_map<std::vector<int32_t>, int32_t, SignatureHash> ids;
+  // DFA state k is closed subset k; states are expanded in the order found.
+  IntSets subsets;
   ClosureScratch scratch;
-  std::deque<const std::vector<int32_t>*> queue;
   absl::Status status;
-  auto intern = [&](std::vector<int32_t> subset) -> int32_t {
-    auto [it, fresh] = ids.try_emplace(std::move(subset), raw.num_states());
-    if (!fresh) return it->second;
+  auto intern = [&](const std::vector<int32_t>& subset) -> int32_t {
+    if (int32_t k = subsets.Find(subset); k >= 0) return k;
     if (raw.num_states() >= max_states) {
       status = absl::ResourceExhaustedError(absl::StrCat(
           "the grammar needs more than ", max_states, " automaton states"));
       return Pda::kDead;
     }
-    const std::vector<int32_t>& set = it->first;
-    const int32_t rule = states_[set[0]].rule;
+    const int32_t rule = states_[subset[0]].rule;
     raw.state_rule.push_back(rule);
     raw.final.push_back(
-        std::binary_search(set.begin(), set.end(), rules_[rule].accept));
-    queue.push_back(&set);
-    return it->second;
+        std::binary_search(subset.begin(), subset.end(), rules_[rule].accept));
+    return subsets.Add(subset, 0);
   };
   // The same targets (before closing over epsilons) come back from many
   // subsets and pieces; their subset is looked up, not closed again.
-  std::unordered_map<std::vector<int32_t>, int32_t, SignatureHash> by_targets;
-  auto step = [&](std::vector<int32_t>& targets) -> int32_t {
-    std::sort(targets.begin(), targets.end());
-    targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
-    auto it = by_targets.find(targets);
-    if (it != by_targets.end()) return it->second;
+  IntSets by_targets;
+  // `targets`: sorted, no duplicates.
+  auto step = [&](const std::vector<int32_t>& targets) -> int32_t {
+    if (int32_t k = by_targets.Find(targets); k >= 0) {
+      return by_targets.value(k);
+    }
     const int32_t to = intern(EpsilonClosure(targets, &scratch));
-    if (status.ok()) by_targets.emplace(targets, to);
+    if (status.ok()) by_targets.Add(targets, to);
     return to;
+  };
+  auto sort_unique = [](std::vector<int32_t>* v) {
+    std::sort(v->begin(), v->end());
+    v->erase(std::unique(v->begin(), v->end()), v->end());
   };
   // Every rule's start subset first, so that state r is rule r's start.
   for (const Rule& r : rules_) intern(EpsilonClosure({r.start}, &scratch));
 
   std::vector<int> cuts;
   std::vector<ByteEdge> edges, open;
-  std::vector<int32_t> targets;
-  std::map<int32_t, std::vector<int32_t>> calls;
-  int64_t expanded = 0;
-  while (!queue.empty() && status.ok()) {
-    if (++expanded % 64 == 0 && std::chrono::steady_clock::now() > deadline) {
+  std::vector<int32_t> subset, targets;
+  std::vector<std::pair<int32_t, int32_t>> calls;  // (rule, return state)
+  for (int32_t expanded = 0; expanded < subsets.size() && status.ok();
+       ++expanded) {
+    if (expanded % 64 == 63 && std::chrono::steady_clock::now() > deadline) {
       return absl::DeadlineExceededError(
           absl::StrCat(raw.num_states(), " automaton states so far"));
     }
-    const std::vector<int32_t>& subset = *queue.front();
-    queue.pop_front();
+    // A copy: interning new subsets may move the pool.
+    subset.assign(subsets.begin(expanded), subsets.end(expanded));
     // Split the byte range at every edge boundary; within a piece every byte
     // leads to the same subset, that of the edges open over it (a sweep
     // over the edges sorted by first byte).
@@ -204,6 +268,7 @@ absl::StatusOr<Pda> Nfa::Determinize(
       }
       targets.clear();
       for (const ByteEdge& e : open) targets.push_back(e.to);
+      sort_unique(&targets);
       const int32_t to = targets.empty() ? Pda::kDead : step(targets);
       if (!status.ok()) break;
       if (to != prev) raw.runs.push_back({lo, to});
@@ -212,10 +277,18 @@ absl::StatusOr<Pda> Nfa::Determinize(
     raw.runs_begin.push_back(static_cast<int32_t>(raw.runs.size()));
     calls.clear();
     for (int32_t s : subset) {
-      for (const CallEdge& c : states_[s].calls) calls[c.rule].push_back(c.to);
+      for (const CallEdge& c : states_[s].calls)
+        calls.push_back({c.rule, c.to});
     }
-    for (auto& [rule, tos] : calls) {
-      const int32_t to = step(tos);
+    std::sort(calls.begin(), calls.end());
+    for (size_t i = 0; i < calls.size() && status.ok();) {
+      const int32_t rule = calls[i].first;
+      targets.clear();
+      for (; i < calls.size() && calls[i].first == rule; ++i) {
+        if (targets.empty() || targets.back() != calls[i].second)
+          targets.push_back(calls[i].second);
+      }
+      const int32_t to = step(targets);
       if (!status.ok()) break;
       raw.calls.push_back({rule, to});
     }
