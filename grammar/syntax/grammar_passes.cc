@@ -1,10 +1,9 @@
 #include "grammar/syntax/grammar_passes.h"
 
 #include <algorithm>
-#include <cstring>
+#include <cstdint>
 #include <limits>
 #include <string>
-#include <unordered_map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -94,31 +93,61 @@ absl::StatusOr<Grammar> Normalize(const Grammar& grammar) {
 
 std::vector<int32_t> StructuralIds(const Grammar& grammar,
                                    const std::vector<int32_t>& rule_class) {
-  std::vector<int32_t> id(grammar.exprs.size());
-  std::unordered_map<std::string, int32_t> ids;
-  std::string key;
-  auto put = [&key](int64_t v) {
-    char raw[sizeof v];
-    std::memcpy(raw, &v, sizeof v);
-    key.append(raw, sizeof v);
+  const size_t n = grammar.exprs.size();
+  std::vector<int32_t> id(n);
+  auto rule_of = [&](const Expr& x) -> int32_t {
+    if (x.kind != ExprKind::kRuleRef) return -1;
+    return rule_class.empty() ? x.rule : rule_class[x.rule];
   };
-  // Children precede parents, so their ids are known.
-  for (size_t e = 0; e < grammar.exprs.size(); ++e) {
-    const Expr& x = grammar.exprs[e];
-    key.assign(1, static_cast<char>(x.kind));
-    put(x.min);
-    put(x.max);
-    put(x.kind != ExprKind::kRuleRef ? -1
-        : rule_class.empty()         ? x.rule
-                                     : rule_class[x.rule]);
-    put(static_cast<int64_t>(x.ranges.size()));
-    for (const CharRange& r : x.ranges) {
-      put((static_cast<int64_t>(r.lo) << 32) | r.hi);
+  // Children precede parents, so their ids are known: an expression is
+  // hashed from its own fields and its children's ids, and compared field
+  // by field with the first expression of that hash (hash-consing).
+  auto hash = [&](const Expr& x) {
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+    auto mix = [&h](uint64_t v) { h = (h ^ v) * 0x100000001B3ull; };
+    mix(static_cast<uint64_t>(x.kind));
+    mix(static_cast<uint32_t>(x.min));
+    mix(static_cast<uint32_t>(x.max));
+    mix(static_cast<uint32_t>(rule_of(x)));
+    for (const CharRange& r : x.ranges) mix(uint64_t{r.lo} << 32 | r.hi);
+    for (int32_t c : x.children) mix(static_cast<uint32_t>(id[c]));
+    for (unsigned char c : x.bytes) mix(c);
+    // Murmur's finalizer: the table indexes by the low bits.
+    h ^= h >> 33;
+    h *= 0xFF51AFD7ED558CCDull;
+    h ^= h >> 33;
+    return h;
+  };
+  auto same = [&](const Expr& a, const Expr& b) {
+    if (a.kind != b.kind || a.min != b.min || a.max != b.max ||
+        rule_of(a) != rule_of(b) || a.ranges != b.ranges ||
+        a.bytes != b.bytes || a.children.size() != b.children.size()) {
+      return false;
     }
-    put(static_cast<int64_t>(x.children.size()));
-    for (int32_t c : x.children) put(id[c]);
-    key += x.bytes;
-    id[e] = ids.emplace(key, static_cast<int32_t>(ids.size())).first->second;
+    for (size_t k = 0; k < a.children.size(); ++k) {
+      if (id[a.children[k]] != id[b.children[k]]) return false;
+    }
+    return true;
+  };
+  size_t slots = 16;
+  while (slots < 2 * n) slots *= 2;
+  std::vector<int32_t> table(slots, -1);  // first expression of each id
+  std::vector<uint64_t> hashes(n);
+  int32_t ids = 0;
+  for (size_t e = 0; e < n; ++e) {
+    const Expr& x = grammar.exprs[e];
+    hashes[e] = hash(x);
+    size_t i = hashes[e] & (slots - 1);
+    for (; table[i] >= 0; i = (i + 1) & (slots - 1)) {
+      const int32_t k = table[i];
+      if (hashes[k] == hashes[e] && same(grammar.exprs[k], x)) break;
+    }
+    if (table[i] >= 0) {
+      id[e] = id[table[i]];
+    } else {
+      table[i] = static_cast<int32_t>(e);
+      id[e] = ids++;
+    }
   }
   return id;
 }
@@ -225,46 +254,59 @@ std::vector<bool> NullableExprs(const Grammar& grammar) {
   // dependencies to become nullable (all children of a sequence, one child of
   // a choice or repeat, the body of a referenced rule), then wakes its
   // dependents. Linear, whatever the order rules are defined in.
-  const size_t n = grammar.exprs.size();
+  const int32_t n = static_cast<int32_t>(grammar.exprs.size());
   std::vector<bool> nullable(n, false);
   std::vector<int32_t> waiting(n, 0);
-  std::vector<std::vector<int32_t>> dependents(n);
   std::vector<int32_t> queue;
-  for (size_t i = 0; i < n; ++i) {
+  for (int32_t i = 0; i < n; ++i) {
     const Expr& e = grammar.exprs[i];
-    const int32_t self = static_cast<int32_t>(i);
     switch (e.kind) {
       case ExprKind::kBytes:
-        if (e.bytes.empty()) queue.push_back(self);
+        if (e.bytes.empty()) queue.push_back(i);
         break;
       case ExprKind::kCharClass:
       case ExprKind::kByteClass:
         break;
       case ExprKind::kSequence:
         waiting[i] = static_cast<int32_t>(e.children.size());
-        for (int32_t child : e.children) dependents[child].push_back(self);
         break;
       case ExprKind::kChoice:
+      case ExprKind::kRuleRef:
         waiting[i] = 1;
-        for (int32_t child : e.children) dependents[child].push_back(self);
         break;
       case ExprKind::kRepeat:
         if (e.min == 0) {
-          queue.push_back(self);
+          queue.push_back(i);
         } else {
           waiting[i] = 1;
-          dependents[e.children[0]].push_back(self);
         }
-        break;
-      case ExprKind::kRuleRef:
-        waiting[i] = 1;
-        dependents[grammar.rules[e.rule].body].push_back(self);
         break;
     }
   }
+  // Per expression, the expressions that wait on it.
+  const internal::Predecessors dependents =
+      internal::PredecessorsOf(n, [&](int32_t i, auto&& f) {
+        const Expr& e = grammar.exprs[i];
+        switch (e.kind) {
+          case ExprKind::kSequence:
+          case ExprKind::kChoice:
+            for (int32_t child : e.children) f(child);
+            break;
+          case ExprKind::kRepeat:
+            if (e.min != 0) f(e.children[0]);
+            break;
+          case ExprKind::kRuleRef:
+            f(grammar.rules[e.rule].body);
+            break;
+          default:
+            break;
+        }
+      });
   for (int32_t e : queue) nullable[e] = true;
   for (size_t head = 0; head < queue.size(); ++head) {
-    for (int32_t dependent : dependents[queue[head]]) {
+    const int32_t e = queue[head];
+    for (int32_t k = dependents.begin[e]; k < dependents.begin[e + 1]; ++k) {
+      const int32_t dependent = dependents.preds[k];
       if (nullable[dependent]) continue;
       if (--waiting[dependent] == 0) {
         nullable[dependent] = true;
