@@ -35,7 +35,7 @@ struct CompileLimits {
   std::chrono::steady_clock::time_point deadline =
       std::chrono::steady_clock::time_point::max();
   int32_t max_states = 100000;
-  std::chrono::microseconds classify_ahead{std::chrono::milliseconds(50)};
+  std::chrono::microseconds classify_ahead{0};  // see CompilePool::Options
 };
 
 struct CompiledConstraint {

@@ -55,9 +55,10 @@ ABSL_FLAG(int, compile_timeout_ms, 30000,
           "Per-compile deadline; past it the compile stops, nothing cached.");
 ABSL_FLAG(int, max_grammar_states, 100000,
           "Automaton states one grammar may have (RESOURCE_EXHAUSTED past).");
-ABSL_FLAG(int, classify_ahead_ms, 50,
+ABSL_FLAG(int, classify_ahead_ms, 0,
           "Per compile, how long to classify tokens for the grammar's first "
-          "states before calling it ready; the rest are classified when a "
+          "states before calling it ready (0: ready once its automaton is "
+          "built); the rest are classified in the background, or when a "
           "sequence first reaches them.");
 ABSL_FLAG(bool, classify_in_background, true,
           "After a compile, classify the rest of the grammar's tokens on a "
