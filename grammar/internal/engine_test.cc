@@ -479,6 +479,31 @@ std::shared_ptr<const Vocabulary> DenseVocab(const std::string& bytes,
   return *Vocabulary::FromTokens(tokens, {0}, {0}, {"dense", {}, 0});
 }
 
+TEST(EngineTest, LeafWalksShareTheSubtreesOfFirstBytesThatLeadToOneForm) {
+  // [a-c] [a-e]* and then [a-d] [a-e]*: every first byte leads to the same
+  // looping state, so the second walk finds the subtrees of a, b and c
+  // walked and walks only d's (one cache entry per subtree walked, and one
+  // per whole walk).
+  auto index = std::make_shared<TokenIndex>(DenseVocab("abcde", 4));
+  const int32_t words = (index->vocab().size() + 31) / 32;
+  LeafCache* cache = index->leaf_cache();
+  for (const auto& [last, added] :
+       std::vector<std::pair<char, size_t>>{{'c', 4}, {'d', 2}}) {
+    Nfa nfa = BuildNfa({Seq({Range('a', last), Star(Range('a', 'e'))})});
+    ASSERT_TRUE(nfa.PruneUnproductive(0).ok());
+    auto pda = nfa.Determinize(0, 100);
+    ASSERT_TRUE(pda.ok()) << pda.status();
+    const int32_t start = pda->RuleStart(0);
+    const size_t before = cache->entries();
+    std::optional<StateTokens> leaf =
+        ClassifyLeafState(*pda, *index, start, cache);
+    ASSERT_TRUE(leaf.has_value());
+    EXPECT_EQ(cache->entries() - before, added) << "first bytes a-" << last;
+    EXPECT_EQ(Row(leaf->accepted, words),
+              Row(ClassifyState(*pda, *index, start).accepted, words));
+  }
+}
+
 void ExpectSameContext(const ContextTokens& a, const ContextTokens& b,
                        int32_t words, const std::string& where) {
   ASSERT_EQ(a.return_state, b.return_state) << where;

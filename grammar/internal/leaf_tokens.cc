@@ -116,8 +116,9 @@ class RestReader {
 }  // namespace
 
 size_t LeafWalk::MemoryBytes() const {
-  return sizeof(*this) + accepted.MemoryBytes() + runs.size() * sizeof(Run) +
-         offsets.size() * sizeof(int32_t);
+  return sizeof(*this) + accepted.MemoryBytes() +
+         accepted_positions.size() * sizeof(accepted_positions[0]) +
+         runs.size() * sizeof(Run) + offsets.size() * sizeof(int32_t);
 }
 
 std::shared_ptr<const LeafWalk> LeafCache::Find(const std::string& key) {
@@ -148,6 +149,11 @@ void LeafCache::Insert(const std::string& key,
 size_t LeafCache::bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   return bytes_;
+}
+
+size_t LeafCache::entries() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lru_.size();
 }
 
 std::optional<std::string> LeafForm(const Pda& pda, int32_t state,
@@ -201,13 +207,20 @@ std::optional<std::string> LeafForm(const Pda& pda, int32_t state,
   return form;
 }
 
-LeafWalk WalkLeaf(const Pda& pda, const TokenIndex& index, int32_t state) {
-  LeafWalk walk;
-  std::vector<uint32_t> accepted((index.vocab().size() + 31) / 32, 0);
+namespace {
+
+// Appends to `out` what the DFA makes of the tokens at and below node
+// `first` (depth 1), `to` being its state after that node's byte: accepted
+// tokens as ranges of index positions, leavers as runs.
+void WalkSubtree(const Pda& pda, const TokenIndex& index, int32_t first,
+                 int32_t first_to, LeafWalk* out) {
   auto accept = [&](int32_t begin, int32_t end) {
-    for (int32_t t = begin; t < end; ++t) {
-      const int32_t id = index.id(t);
-      accepted[id >> 5] |= 1u << (id & 31);
+    if (begin == end) return;
+    std::vector<std::pair<int32_t, int32_t>>& r = out->accepted_positions;
+    if (!r.empty() && r.back().second == begin) {
+      r.back().second = end;
+    } else {
+      r.push_back({begin, end});
     }
   };
   // at[d]: the DFA's state after the first d bytes of the current trie
@@ -215,21 +228,23 @@ LeafWalk WalkLeaf(const Pda& pda, const TokenIndex& index, int32_t state) {
   // end. Fixed arrays, not vectors that grow: with no call that might
   // reallocate on the common path, a walk takes a sixth less time.
   std::vector<int32_t> at(index.max_token_length() + 1), finals(at.size());
-  at[0] = state;
   int32_t num_finals = 0;
-  for (int32_t node = 1; node < index.num_nodes();) {
+  const int32_t stop = index.node_end(first);
+  for (int32_t node = first; node < stop;) {
     const int32_t depth = index.node_depth(node);
     while (num_finals > 0 && finals[num_finals - 1] >= depth) --num_finals;
     const int32_t end = index.node_end(node);
-    const int32_t to = pda.Next(at[depth - 1], index.node_byte(node));
+    const int32_t to = node == first
+                           ? first_to
+                           : pda.Next(at[depth - 1], index.node_byte(node));
     if (to == Pda::kDead) {
       if (num_finals > 0) {
-        const auto offsets = static_cast<int32_t>(walk.offsets.size());
-        walk.offsets.insert(walk.offsets.end(), finals.begin(),
+        const auto offsets = static_cast<int32_t>(out->offsets.size());
+        out->offsets.insert(out->offsets.end(), finals.begin(),
                             finals.begin() + num_finals);
-        walk.runs.push_back({index.node_tokens_begin(node),
+        out->runs.push_back({index.node_tokens_begin(node),
                              index.node_tokens_begin(end), offsets,
-                             static_cast<int32_t>(walk.offsets.size())});
+                             static_cast<int32_t>(out->offsets.size())});
       }
       node = end;
       continue;
@@ -255,6 +270,59 @@ LeafWalk WalkLeaf(const Pda& pda, const TokenIndex& index, int32_t state) {
     }
     ++node;
   }
+}
+
+// Forms up to this many bytes also key the walks of their first bytes'
+// subtrees: a handful of states, whose targets' forms are cheap to find.
+constexpr size_t kMaxSubtreeFormBytes = 4096;
+
+}  // namespace
+
+LeafWalk WalkLeaf(const Pda& pda, const TokenIndex& index, int32_t state,
+                  LeafCache* cache, bool share_subtrees) {
+  LeafWalk walk;
+  std::vector<uint32_t> accepted((index.vocab().size() + 31) / 32, 0);
+  // The forms of the states the first bytes lead to, each found once.
+  std::unordered_map<int32_t, std::optional<std::string>> forms;
+  for (int32_t first = 1; first < index.num_nodes();
+       first = index.node_end(first)) {
+    const uint8_t byte = index.node_byte(first);
+    const int32_t to = pda.Next(state, byte);
+    if (to == Pda::kDead) continue;  // nothing read: no leaver either
+    std::string key;
+    std::shared_ptr<const LeafWalk> sub;
+    if (share_subtrees) {
+      auto [it, added] = forms.try_emplace(to);
+      if (added) it->second = LeafForm(pda, to, kMaxFormStates);
+      if (it->second && it->second->size() <= kMaxSubtreeFormBytes) {
+        // Tagged apart from whole walks' keys, which start with a state's
+        // finality (-2 or -3).
+        key = "S";
+        key += static_cast<char>(byte);
+        key += *it->second;
+        sub = cache->Find(key);
+      }
+    }
+    if (sub == nullptr) {
+      auto fresh = std::make_shared<LeafWalk>();
+      WalkSubtree(pda, index, first, to, fresh.get());
+      sub = fresh;
+      if (!key.empty()) cache->Insert(key, sub);
+    }
+    for (const auto& [begin, end] : sub->accepted_positions) {
+      for (int32_t t = begin; t < end; ++t) {
+        const int32_t id = index.id(t);
+        accepted[id >> 5] |= 1u << (id & 31);
+      }
+    }
+    const auto base = static_cast<int32_t>(walk.offsets.size());
+    walk.offsets.insert(walk.offsets.end(), sub->offsets.begin(),
+                        sub->offsets.end());
+    for (const LeafWalk::Run& r : sub->runs) {
+      walk.runs.push_back(
+          {r.begin, r.end, base + r.offsets_begin, base + r.offsets_end});
+    }
+  }
   walk.accepted = TokenSet::FromBits(std::move(accepted));
   return walk;
 }
@@ -267,7 +335,8 @@ std::optional<StateTokens> ClassifyLeafState(const Pda& pda,
   if (!form) return std::nullopt;
   std::shared_ptr<const LeafWalk> walk = cache->Find(*form);
   if (walk == nullptr) {
-    walk = std::make_shared<const LeafWalk>(WalkLeaf(pda, index, state));
+    walk = std::make_shared<const LeafWalk>(WalkLeaf(
+        pda, index, state, cache, form->size() <= kMaxSubtreeFormBytes));
     cache->Insert(*form, walk);
   }
   StateTokens out;

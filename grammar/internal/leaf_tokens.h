@@ -42,9 +42,12 @@
 
 namespace grammard::grammar::internal {
 
-// What the DFA from a state makes of every token, callers aside.
+// What the DFA from a state makes of every token, callers aside; or, for
+// the walk of one first byte's subtree (see WalkLeaf), of the tokens there.
 struct LeafWalk {
   TokenSet accepted;
+  // A subtree's walk: its accepted tokens as ranges of index positions.
+  std::vector<std::pair<int32_t, int32_t>> accepted_positions;
   // Leavers come in runs: the tokens below one trie node on which the DFA
   // dies, index positions [begin, end), all able to leave the rule after
   // the same numbers of bytes, offsets[offsets_begin, offsets_end).
@@ -69,6 +72,7 @@ class LeafCache {
   // Keeps `walk` unless it alone is over the budget.
   void Insert(const std::string& key, std::shared_ptr<const LeafWalk> walk);
   size_t bytes() const;
+  size_t entries() const;
 
  private:
   using Entry = std::pair<std::string, std::shared_ptr<const LeafWalk>>;
@@ -85,8 +89,14 @@ class LeafCache {
 std::optional<std::string> LeafForm(const Pda& pda, int32_t state,
                                     int32_t max_states);
 
-// The DFA's walk from `state` (which must have a LeafForm).
-LeafWalk WalkLeaf(const Pda& pda, const TokenIndex& index, int32_t state);
+// The DFA's walk from `state` (which must have a LeafForm), one first byte's
+// subtree at a time. With `share_subtrees`, each subtree's walk is kept in
+// `cache` under the byte and the form of the state that byte leads to:
+// DFAs that differ only in their first bytes' states (a key other than the
+// declared names: after one byte, mostly any string) share the rest, about
+// nine tenths of a walk's tokens on MaskBench.
+LeafWalk WalkLeaf(const Pda& pda, const TokenIndex& index, int32_t state,
+                  LeafCache* cache, bool share_subtrees);
 
 // Stack nodes that following a state's leavers into its callers may step
 // (about 35 ns each) before the leavers not read yet are left uncertain,
