@@ -211,9 +211,13 @@ namespace {
 
 // Appends to `out` what the DFA makes of the tokens at and below node
 // `first` (depth 1), `to` being its state after that node's byte: accepted
-// tokens as ranges of index positions, leavers as runs.
+// tokens as ranges of index positions, leavers as runs. The scratch vectors:
+// scratch of max_token_length() + 1 ints each, reused across subtrees.
 void WalkSubtree(const Pda& pda, const TokenIndex& index, int32_t first,
-                 int32_t first_to, LeafWalk* out) {
+                 int32_t first_to, std::vector<int32_t>* at_scratch,
+                 std::vector<int32_t>* finals_scratch, LeafWalk* out) {
+  std::vector<int32_t>& at = *at_scratch;
+  std::vector<int32_t>& finals = *finals_scratch;
   auto accept = [&](int32_t begin, int32_t end) {
     if (begin == end) return;
     std::vector<std::pair<int32_t, int32_t>>& r = out->accepted_positions;
@@ -227,7 +231,6 @@ void WalkSubtree(const Pda& pda, const TokenIndex& index, int32_t first,
   // path; finals[0, num_finals): the depths d >= 1 on it where the rule may
   // end. Fixed arrays, not vectors that grow: with no call that might
   // reallocate on the common path, a walk takes a sixth less time.
-  std::vector<int32_t> at(index.max_token_length() + 1), finals(at.size());
   int32_t num_finals = 0;
   const int32_t stop = index.node_end(first);
   for (int32_t node = first; node < stop;) {
@@ -284,6 +287,7 @@ LeafWalk WalkLeaf(const Pda& pda, const TokenIndex& index, int32_t state,
   std::vector<uint32_t> accepted((index.vocab().size() + 31) / 32, 0);
   // The forms of the states the first bytes lead to, each found once.
   std::unordered_map<int32_t, std::optional<std::string>> forms;
+  std::vector<int32_t> at(index.max_token_length() + 1), finals(at.size());
   for (int32_t first = 1; first < index.num_nodes();
        first = index.node_end(first)) {
     const uint8_t byte = index.node_byte(first);
@@ -305,7 +309,7 @@ LeafWalk WalkLeaf(const Pda& pda, const TokenIndex& index, int32_t state,
     }
     if (sub == nullptr) {
       auto fresh = std::make_shared<LeafWalk>();
-      WalkSubtree(pda, index, first, to, fresh.get());
+      WalkSubtree(pda, index, first, to, &at, &finals, fresh.get());
       sub = fresh;
       if (!key.empty()) cache->Insert(key, sub);
     }

@@ -119,8 +119,8 @@ class Pda {
 
   // The Pda of `raw` with equivalent states of each rule merged (Moore's
   // partition refinement): states that end alike, move alike on every byte
-  // and call alike (a rule keeps its states when merging them would take
-  // too long, see pda.cc).
+  // and call alike (every state is kept when merging would take more than
+  // a work budget, see pda.cc).
   // Fewer states means fewer token classifications, and the
   // subset construction leaves many duplicates (inside a JSON string after a
   // plain character, after an escape, after \uXXXX, ...).

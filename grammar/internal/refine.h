@@ -111,11 +111,10 @@ Refinement Refine(std::vector<int32_t> cls, int32_t classes,
   };
   std::vector<Part> parts;
   std::vector<int32_t> part_of, table;
-  // Per class touched this round (stamp == round + 1): signed states, parts
-  // and the largest part.
+  // Per class touched this round (stamp == round + 1): signed states and
+  // the largest part (the first part met, on a tie).
   std::vector<int64_t> stamp(classes, 0);
-  std::vector<int32_t> class_signed(classes), class_parts(classes),
-      class_largest(classes);
+  std::vector<int32_t> class_signed(classes), class_largest(classes);
   int64_t work = 0;
   for (int64_t round = 0; round < max_rounds; ++round) {
     if (signed_now.empty()) {
@@ -171,26 +170,22 @@ Refinement Refine(std::vector<int32_t> cls, int32_t classes,
       const int32_t c = parts[p].cls;
       if (stamp[c] != round + 1) {
         stamp[c] = round + 1;
-        class_signed[c] = class_parts[c] = 0;
+        class_signed[c] = 0;
         class_largest[c] = p;
       }
       class_signed[c] += parts[p].size;
-      ++class_parts[c];
       if (parts[p].size > parts[class_largest[c]].size) class_largest[c] = p;
     }
     // A class keeps its id for its unsigned states, else for its largest
-    // part; its other parts get new ids.
+    // part (its only one, when it does not split); its other parts get new
+    // ids.
     for (int32_t p = 0; p < static_cast<int32_t>(parts.size()); ++p) {
       const int32_t c = parts[p].cls;
-      const bool all_signed = class_signed[c] == size[c];
-      if (all_signed && (class_parts[c] == 1 || class_largest[c] == p)) {
-        continue;
-      }
+      if (class_signed[c] == size[c] && class_largest[c] == p) continue;
       parts[p].id = classes++;
       size.push_back(0);
       stamp.push_back(0);
       class_signed.push_back(0);
-      class_parts.push_back(0);
       class_largest.push_back(0);
     }
     changed.clear();
