@@ -562,6 +562,96 @@ TEST(EngineTest, ContextsBuiltFromAlikeReturnStatesEqualFreshOnes) {
   EXPECT_GT(shared, 200);  // most of them built from an alike one
 }
 
+// A string counted as JSON Schema's minLength/maxLength count characters:
+// r0 ::= 'e' r1{m,n} tail, r1 a random character that cannot go on once
+// it may end (a choice of fixed-length sequences with distinct first
+// bytes, as UTF-8 and JSON escapes are), the tail sometimes a byte the
+// character may start with too, or more characters without a bound, so
+// that the chain's states are not always the only reading.
+std::vector<E> ChainGrammar(std::mt19937* rng) {
+  std::vector<E> branches;
+  for (char first : std::string("abcd")) {
+    if ((*rng)() % 3 == 0) continue;
+    std::vector<E> seq{Range(first, first)};
+    for (int k = 0, len = (*rng)() % 3; k < len; ++k) {
+      const char lo = "abcde"[(*rng)() % 5];
+      seq.push_back(Range(lo, std::min<char>('e', lo + (*rng)() % 3)));
+    }
+    branches.push_back(Seq(std::move(seq)));
+  }
+  if (branches.empty()) branches.push_back(Range('a', 'a'));
+  const int min = (*rng)() % 3, more = 1 + (*rng)() % 8;
+  std::vector<E> root{Range('e', 'e')};
+  for (int i = 0; i < min; ++i) root.push_back(Call(1));
+  E optional = Empty();
+  for (int i = 0; i < more; ++i)
+    optional = Alt({Empty(), Seq({Call(1), std::move(optional)})});
+  root.push_back(std::move(optional));
+  switch ((*rng)() % 3) {
+    case 0:
+      root.push_back(Range('e', 'e'));
+      break;
+    case 1:
+      root.push_back(
+          Alt({Range('e', 'e'), Seq({Range('a', 'b'), Range('e', 'e')})}));
+      break;
+    default:
+      root.push_back(Star(Call(1)));
+      root.push_back(Range('e', 'e'));
+  }
+  return {Seq(std::move(root)), Alt(std::move(branches))};
+}
+
+TEST(EngineTest, ChainContextsGiveTheOraclesMasks) {
+  // Contexts of the counted character's start are split along the chain of
+  // counts (SplitByCallChain); the masks they make must be the oracle's.
+  int chains = 0, steps = 0;
+  for (uint32_t seed = 1; seed <= 150; ++seed) {
+    std::mt19937 rng(seed);
+    Nfa nfa = BuildNfa(ChainGrammar(&rng));
+    ASSERT_TRUE(nfa.PruneUnproductive(0).ok());
+    auto pda = nfa.Determinize(0, 10000);
+    ASSERT_TRUE(pda.ok()) << pda.status();
+    auto index = std::make_shared<TokenIndex>(
+        seed % 3 == 0 ? DenseVocab("abcde", 4) : RandomVocab(&rng));
+    const int32_t link = pda->RuleStart(1);
+    auto data = MakeGrammarData(index, *pda);
+    ASSERT_TRUE(data.ok()) << data.status();
+    const StateTokens* tokens = (*data)->table.For(link);
+    ASSERT_NE(tokens, nullptr);
+    chains += ReadAsLinks(*pda, *index, link, tokens->uncertain).has_value();
+    CompiledGrammar grammar(*data);
+    Oracle oracle(nfa);
+    const Vocabulary& vocab = index->vocab();
+    for (int walk = 0; walk < 4; ++walk) {
+      GrammarMatcher m(grammar);
+      std::string text;
+      std::vector<uint32_t> row(grammar.mask_words());
+      for (int step = 0; step < 10; ++step) {
+        m.FillNextTokenMask(row.data());
+        std::vector<int32_t> allowed;
+        for (int32_t id = 0; id < vocab.size(); ++id) {
+          if (vocab.kind(id) != TokenKind::kText) continue;
+          bool complete;
+          const bool want =
+              oracle.Read(text + std::string(vocab.bytes(id)), &complete);
+          ASSERT_EQ(Bit(row, id), want)
+              << "seed " << seed << " text '" << text << "' token '"
+              << vocab.bytes(id) << "'";
+          if (want) allowed.push_back(id);
+        }
+        ++steps;
+        if (allowed.empty()) break;
+        const int32_t pick = allowed[rng() % allowed.size()];
+        ASSERT_TRUE(m.AcceptToken(pick).ok());
+        text += vocab.bytes(pick);
+      }
+    }
+  }
+  EXPECT_GT(chains, 120);  // most characters are a chain's link
+  EXPECT_GT(steps, 1500);
+}
+
 CompiledGrammar Compile(Nfa nfa, std::shared_ptr<const Vocabulary> vocab) {
   auto pda = nfa.Determinize(0, 10000);
   EXPECT_TRUE(pda.ok());

@@ -37,6 +37,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -123,11 +124,14 @@ class TokenTable {
   // caller's state `return_state` right below it, built now if no caller
   // has asked for this pair before: a few hundred microseconds, paid only
   // for the callers an output meets (a string rule called from a thousand
-  // places in a large schema would otherwise pay a thousand). A context
-  // whose return state reads its next bytes as that of one built before
-  // does (Pda::AlikeUpTo) reads only the tokens longer than that; the
-  // others it copies (llama3, a character of a string with a maxLength:
-  // 16 ms read in full, about 1 ms far from the bounds). Null when
+  // places in a large schema would otherwise pay a thousand). The
+  // character of a string with a maxLength is read along its chain of
+  // counts (SplitByCallChain; llama3: about 4 ms for its first context,
+  // which reads its tokens as characters, and under a millisecond for the
+  // others, where a full read takes 15 to 35 ms). Any other context whose
+  // return state reads its next bytes as that of one built before does
+  // (Pda::AlikeUpTo) reads only the tokens longer than that; the others it
+  // copies. Null when
   // nothing is uncertain or `return_state` is not one of the rule's return
   // states; with no caller at all (the root rule's frame at the bottom)
   // every uncertain token is rejected: nothing may follow.
@@ -193,6 +197,46 @@ class TokenTable {
 // rule calls nothing from there on).
 StateTokens ClassifyState(const Pda& pda, const TokenIndex& index,
                           int32_t state);
+
+// Contexts read the short way: `state` starts a rule that calls nothing
+// and cannot go on once it may end (JSON's counted `char`), and the
+// callers call that rule again and again, one count per call (a string's
+// maxLength). A token then reads as a run of the rule's strings, each
+// moving the caller one step along a chain of its states, with no stacks.
+//
+// LinkReading: how each of `state`'s uncertain tokens splits into the
+// rule's strings, whatever the callers; nullopt when `state` does not start
+// such a rule. One walk of the token trie per state (llama3: about 3 ms);
+// memory 3 bytes per uncertain token.
+struct LinkReading {
+  enum End : uint8_t {
+    kBetween,  // ends right after its last whole string
+    kInside,   // ends inside one more string
+    kDies,     // a byte no string of the rule can read next
+    kLeaves,   // a byte the rule cannot start a string with: the callers'
+  };
+  // Per token of the uncertain list (same order): whole strings read
+  // (at least 1) and how it goes on from there.
+  std::vector<uint16_t> strings;
+  std::vector<End> end;
+};
+std::optional<LinkReading> ReadAsLinks(const Pda& pda, const TokenIndex& index,
+                                       int32_t state,
+                                       const std::vector<int32_t>& uncertain);
+
+// The context of `return_state` for `uncertain` (state's, read by
+// ReadAsLinks into `reading`): `accepted` are allowed there whatever lies
+// further below, `unsettled` must be read for real (they leave the chain
+// or meet a state that does more than call the rule again; in `uncertain`'s
+// order) and the rest are rejected. O(uncertain tokens) plus 256 steps per
+// chain state the longest token reaches.
+struct ChainSplit {
+  std::vector<int32_t> accepted;
+  std::vector<int32_t> unsettled;
+};
+ChainSplit SplitByCallChain(const Pda& pda, int32_t state, int32_t return_state,
+                            const std::vector<int32_t>& uncertain,
+                            const LinkReading& reading);
 
 // Where a token lands when it leaves `state`'s rule with bytes left: the
 // closed set of the rule's return states (each above an unknown caller, or
