@@ -376,6 +376,56 @@ TEST(EngineTest, LeafStatesClassifyAsTheGeneralTrieWalkDoes) {
   EXPECT_GT(unsettled, 50);  // the budget leaves leavers the callers reject
 }
 
+TEST(EngineTest, MixedStatesAcceptAsTheGeneralTrieWalkDoes) {
+  // States whose rule calls others further on: the DFA walk with the
+  // tokens below calling states read by stack steps accepts exactly what
+  // ClassifyState accepts, and leaves at least its uncertain tokens
+  // uncertain (it does not follow those that leave into the callers).
+  int mixed = 0, deferred = 0, extra_uncertain = 0;
+  for (uint32_t seed = 1; seed <= 100; ++seed) {
+    std::mt19937 rng(seed);
+    auto index = std::make_shared<TokenIndex>(RandomVocab(&rng));
+    const int32_t words = (index->vocab().size() + 31) / 32;
+    for (int g = 0; g < 4; ++g) {
+      GrammarGen gen(seed * 7919 + g);
+      Nfa nfa = BuildNfa(gen.Rules());
+      ASSERT_TRUE(nfa.PruneUnproductive(0).ok());
+      auto pda = nfa.Determinize(0, 10000);
+      ASSERT_TRUE(pda.ok()) << pda.status();
+      for (int32_t s = 0; s < pda->num_states(); ++s) {
+        if (!pda->HasBytes(s) || LeafForm(*pda, s, 1 << 20)) continue;
+        const std::string where = "seed " + std::to_string(seed) + " grammar " +
+                                  std::to_string(g) + " state " +
+                                  std::to_string(s);
+        std::optional<StateTokens> got = ClassifyMixedState(
+            *pda, *index, s, kLeafFollowBudget, index->vocab().size());
+        ASSERT_TRUE(got.has_value()) << where;
+        ++mixed;
+        const StateTokens all = ClassifyState(*pda, *index, s);
+        ASSERT_EQ(Row(got->accepted, words), Row(all.accepted, words)) << where;
+        auto by_bytes = [&](int32_t a, int32_t b) {
+          return index->vocab().bytes(a) < index->vocab().bytes(b);
+        };
+        ASSERT_TRUE(std::is_sorted(got->uncertain.begin(), got->uncertain.end(),
+                                   by_bytes))
+            << where;
+        ASSERT_TRUE(std::includes(got->uncertain.begin(), got->uncertain.end(),
+                                  all.uncertain.begin(), all.uncertain.end(),
+                                  by_bytes))
+            << where;
+        extra_uncertain += got->uncertain.size() > all.uncertain.size();
+        // Past the cap on tokens read by stack steps: the general walk's.
+        if (!ClassifyMixedState(*pda, *index, s, kLeafFollowBudget, 0)) {
+          ++deferred;
+        }
+      }
+    }
+  }
+  EXPECT_GT(mixed, 1000);
+  EXPECT_GT(deferred, 500);  // the stack steps are exercised
+  EXPECT_GT(extra_uncertain, 20);
+}
+
 // A string counted the way JSON Schema's maxLength is: r0 ::= 'e' r1{0,n}
 // 'e', the counted rule r1 random, so that r1 returns to n states of r0
 // that read alike until near their bound.

@@ -209,13 +209,27 @@ std::optional<std::string> LeafForm(const Pda& pda, int32_t state,
 
 namespace {
 
+// Tokens a walk leaves to the stack stepper: those below a trie node whose
+// state calls other rules, index positions [begin, end), read from `state`
+// after their first `depth` bytes; `left` when the rule could have ended
+// on the way, `state` included (a way out to the callers with bytes left).
+struct Deferred {
+  int32_t begin, end;
+  int32_t depth;
+  int32_t state;
+  bool left;
+};
+
 // Appends to `out` what the DFA makes of the tokens at and below node
 // `first` (depth 1), `to` being its state after that node's byte: accepted
 // tokens as ranges of index positions, leavers as runs. The scratch vectors:
 // scratch of max_token_length() + 1 ints each, reused across subtrees.
+// Without `deferred` no state on the way may call a rule; with it, the
+// tokens below a state that does are appended there instead.
 void WalkSubtree(const Pda& pda, const TokenIndex& index, int32_t first,
                  int32_t first_to, std::vector<int32_t>* at_scratch,
-                 std::vector<int32_t>* finals_scratch, LeafWalk* out) {
+                 std::vector<int32_t>* finals_scratch, LeafWalk* out,
+                 std::vector<Deferred>* deferred = nullptr) {
   std::vector<int32_t>& at = *at_scratch;
   std::vector<int32_t>& finals = *finals_scratch;
   auto accept = [&](int32_t begin, int32_t end) {
@@ -255,6 +269,15 @@ void WalkSubtree(const Pda& pda, const TokenIndex& index, int32_t first,
     at[depth] = to;
     if (pda.IsFinal(to)) finals[num_finals++] = depth;
     accept(index.node_tokens_begin(node), index.node_tokens_end(node));
+    if (deferred != nullptr && pda.CallsBegin(to) != pda.CallsEnd(to)) {
+      const int32_t below = index.node_tokens_end(node);
+      const int32_t below_end = index.node_tokens_begin(end);
+      if (below < below_end) {
+        deferred->push_back({below, below_end, depth, to, num_finals > 0});
+      }
+      node = end;
+      continue;
+    }
     // A large subtree whose every byte loops on this state (the inside of
     // a string) is accepted whole without walking it.
     if (const uint64_t* below = index.subtree_bytes(node)) {
@@ -357,6 +380,84 @@ std::optional<StateTokens> ClassifyLeafState(const Pda& pda,
       if (uncertain[t - run.begin]) out.uncertain.push_back(index.id(t));
     }
   }
+  return out;
+}
+
+std::optional<StateTokens> ClassifyMixedState(const Pda& pda,
+                                              const TokenIndex& index,
+                                              int32_t state,
+                                              int64_t follow_budget,
+                                              int32_t max_deferred) {
+  LeafWalk walk;
+  std::vector<Deferred> deferred;
+  std::vector<int32_t> at(index.max_token_length() + 1), finals(at.size());
+  int64_t num_deferred = 0;
+  for (int32_t first = 1; first < index.num_nodes();
+       first = index.node_end(first)) {
+    const int32_t to = pda.Next(state, index.node_byte(first));
+    if (to == Pda::kDead) continue;
+    WalkSubtree(pda, index, first, to, &at, &finals, &walk, &deferred);
+  }
+  for (const Deferred& d : deferred) num_deferred += d.end - d.begin;
+  if (num_deferred > max_deferred) return std::nullopt;
+
+  std::vector<uint32_t> accepted((index.vocab().size() + 31) / 32, 0);
+  auto mark = [&](int32_t t) {
+    const int32_t id = index.id(t);
+    accepted[id >> 5] |= 1u << (id & 31);
+  };
+  for (const auto& [begin, end] : walk.accepted_positions) {
+    for (int32_t t = begin; t < end; ++t) mark(t);
+  }
+  // Uncertain tokens as index positions, sorted at the end into byte order.
+  std::vector<int32_t> uncertain;
+  if (!walk.runs.empty()) {
+    RestReader reader(pda, index, state, follow_budget);
+    std::vector<char> flags;
+    for (const LeafWalk::Run& run : walk.runs) {
+      flags.assign(run.end - run.begin, 0);
+      for (int32_t k = run.offsets_begin; k < run.offsets_end; ++k) {
+        reader.Read(run, walk.offsets[k], &flags);
+      }
+      for (int32_t t = run.begin; t < run.end; ++t) {
+        if (flags[t - run.begin]) uncertain.push_back(t);
+      }
+    }
+  }
+  if (!deferred.empty()) {
+    StackPool pool;
+    Stepper stepper(pda);
+    std::vector<int32_t> ids, scan;
+    std::vector<int32_t> position(index.vocab().size());
+    for (const Deferred& d : deferred) {
+      ids.clear();
+      for (int32_t t = d.begin; t < d.end; ++t) {
+        ids.push_back(index.id(t));
+        position[index.id(t)] = t;
+      }
+      // Above an unknown caller: ending the rule reaches the open bottom.
+      const int32_t top = pool.Add(d.state, kOpen);
+      scan.clear();
+      // A call of a rule that may match nothing may end the rule at once.
+      const bool left = stepper.Close(&pool, &top, 1, &scan).open || d.left;
+      stepper.ReadSorted(
+          &pool, scan.data(), scan.data() + scan.size(), index.vocab(), ids,
+          [&](int32_t id, const Stepper::TokenReach& r) {
+            if (r.readable()) {
+              accepted[id >> 5] |= 1u << (id & 31);
+            } else if (r.escaped || left) {
+              uncertain.push_back(position[id]);
+            }
+          },
+          d.depth);
+      pool.Truncate(0);
+    }
+  }
+  std::sort(uncertain.begin(), uncertain.end());
+  StateTokens out;
+  out.accepted = TokenSet::FromBits(std::move(accepted));
+  out.uncertain.reserve(uncertain.size());
+  for (int32_t t : uncertain) out.uncertain.push_back(index.id(t));
   return out;
 }
 

@@ -114,6 +114,22 @@ std::optional<StateTokens> ClassifyLeafState(
     const Pda& pda, const TokenIndex& index, int32_t state, LeafCache* cache,
     int64_t follow_budget = kLeafFollowBudget);
 
+// ClassifyState's accepted tokens for a state whose rule calls others
+// further on (an object key's string, then its value) or has too many
+// states for a form (a pattern counted by maxLength), and at least its
+// uncertain ones: the DFA walk of WalkLeaf, not kept, up to each state
+// that calls a rule, below which the tokens are read by stack steps; those
+// leaving the rule there are left uncertain rather than followed. Nullopt
+// when more than `max_deferred` tokens would be read that way (a state
+// whose first bytes lead to calls at once), which the general walk
+// settles faster. Cost: a walk (about 1 ms for most of llama3's tokens)
+// plus the stack steps of the deferred tokens' rests.
+std::optional<StateTokens> ClassifyMixedState(const Pda& pda,
+                                              const TokenIndex& index,
+                                              int32_t state,
+                                              int64_t follow_budget,
+                                              int32_t max_deferred);
+
 }  // namespace grammard::grammar::internal
 
 #endif  // GRAMMARD_GRAMMAR_INTERNAL_LEAF_TOKENS_H_

@@ -213,13 +213,14 @@ CloseFlags Stepper::Step(StackPool* pool, const int32_t* begin,
 void Stepper::ReadSorted(
     StackPool* pool, const int32_t* begin, const int32_t* end,
     const Vocabulary& vocab, const std::vector<int32_t>& ids,
-    const std::function<void(int32_t, const TokenReach&)>& visit) {
+    const std::function<void(int32_t, const TokenReach&)>& visit,
+    size_t offset) {
   const size_t mark = pool->size();
   sorted_sets_.assign(begin, end);
   sorted_levels_.assign(1, {0, mark, {}, false});
   std::string_view prev;  // the token the levels were computed for
   for (int32_t id : ids) {
-    const std::string_view bytes = vocab.bytes(id);
+    const std::string_view bytes = vocab.bytes(id).substr(offset);
     // Levels up to the shared prefix stay; deeper ones are dropped.
     size_t keep = 0;
     const size_t limit =

@@ -449,6 +449,10 @@ ChainSplit SplitByCallChain(const Pda& pda, int32_t state, int32_t return_state,
   return out;
 }
 
+// A state whose DFA walk would leave more than this share of the vocabulary
+// to stack steps (ClassifyMixedState) is walked by ClassifyState instead.
+constexpr int32_t kMixedVocabShare = 16;
+
 namespace {
 
 const ContextTokens* FindContext(const std::vector<ContextTokens>& contexts,
@@ -820,8 +824,11 @@ const StateTokens* TokenTable::For(int32_t state) const {
     std::optional<StateTokens> leaf =
         ClassifyLeafState(pda_, index_, s, index_.leaf_cache(),
                           StartsChainLink(pda_, s) ? 0 : kLeafFollowBudget);
-    Publish(i, leaf ? *std::move(leaf)
-                    : ClassifyState(pda_, index_, first_state_[i]));
+    if (!leaf) {
+      leaf = ClassifyMixedState(pda_, index_, s, kLeafFollowBudget,
+                                index_.vocab().size() / kMixedVocabShare);
+    }
+    Publish(i, leaf ? *std::move(leaf) : ClassifyState(pda_, index_, s));
   });
   return &slot.tokens;
 }
