@@ -543,7 +543,7 @@ int32_t JsonEmitter::EmitDfa(
     const CharDfa& dfa,
     const std::function<std::vector<int32_t>(const std::vector<CharRange>&)>&
         symbol,
-    std::string_view hint) {
+    std::string_view hint, int32_t tail) {
   if (dfa.IsEmpty()) return Nothing();
   const int32_t n = dfa.num_states();
   // Per state: ranges to each other state (in first-edge order) and to
@@ -656,7 +656,7 @@ int32_t JsonEmitter::EmitDfa(
         alts.push_back(Seq({Alt(groups), ref(t)}));
       }
     }
-    if (dfa.accepting[s]) alts.push_back(g_.AddEpsilon());
+    if (dfa.accepting[s]) alts.push_back(tail);
     int32_t body = Alt(alts);
     if (!self[s].empty()) {
       body = Seq({g_.AddRepeat(Alt(symbol(self[s])), 0, kUnbounded), body});
@@ -671,12 +671,18 @@ int32_t JsonEmitter::EmitDfa(
 }
 
 int32_t JsonEmitter::DfaString(const CharDfa& dfa, std::string_view hint) {
-  return Quoted(EmitDfa(
-      dfa,
-      [this](const std::vector<CharRange>& r) {
-        return JsonCharForms(r).groups;
-      },
-      hint));
+  // The closing quote ends every accepting state, so that the states made
+  // rules are referred to only at the string's end and are read inside it
+  // (compiler.cc, AbsorbedRules): a string rule that calls none classifies
+  // its tokens by a leaf walk (llama3: a pattern counted by maxLength,
+  // 25 ms by the general walk).
+  if (dfa.IsEmpty()) return Nothing();
+  return Seq({Bytes("\""), EmitDfa(
+                               dfa,
+                               [this](const std::vector<CharRange>& r) {
+                                 return JsonCharForms(r).groups;
+                               },
+                               hint, Bytes("\""))});
 }
 
 int32_t JsonEmitter::DfaPlain(const CharDfa& dfa, std::string_view hint) {
@@ -685,7 +691,7 @@ int32_t JsonEmitter::DfaPlain(const CharDfa& dfa, std::string_view hint) {
       [this](const std::vector<CharRange>& r) {
         return std::vector<int32_t>{g_.AddCharClass(r)};
       },
-      hint);
+      hint, g_.AddEpsilon());
 }
 
 }  // namespace grammard::grammar::json_schema_internal

@@ -125,13 +125,14 @@ class JsonEmitter {
   absl::StatusOr<int32_t> TranslateRegex(const Grammar& regex, int32_t expr);
   // The language of `dfa`, each edge written with `symbol(ranges)`, a
   // choice of groups of forms that may each be followed by the edge's target
-  // on its own (see JsonCharForms). States on cycles, and large states
-  // reached from several places, become rules named after `hint`.
+  // on its own (see JsonCharForms), and `tail` after each accepting state.
+  // States on cycles, and large states reached from several places, become
+  // rules named after `hint`.
   int32_t EmitDfa(
       const CharDfa& dfa,
       const std::function<std::vector<int32_t>(const std::vector<CharRange>&)>&
           symbol,
-      std::string_view hint);
+      std::string_view hint, int32_t tail);
   // Shorthands: a JSON string whose contents are `dfa`'s language; a number
   // text from a DFA over ASCII.
   int32_t DfaString(const CharDfa& dfa, std::string_view hint);
