@@ -65,6 +65,21 @@ class RestReader {
           (levels_.size() == rest.size() + 1 && last.ends)) {
         (*uncertain)[t - run.begin] = 1;
       }
+      // A rest that died or escaped before its end settles the later rests
+      // that share what it read, all longer: they die or escape there too
+      // (a space's leavers: tens of thousands of words, each dying at its
+      // first letter).
+      const auto read = static_cast<int32_t>(levels_.size()) - 1;
+      if (read < static_cast<int32_t>(rest.size()) &&
+          (last.escaped || !Alive(last))) {
+        const int32_t end =
+            std::min(run.end, index_.SkipPast(t, offset + read));
+        if (last.escaped) {
+          std::fill(uncertain->begin() + (t + 1 - run.begin),
+                    uncertain->begin() + (end - run.begin), 1);
+        }
+        t = end - 1;
+      }
     }
     Truncate(1);
   }
