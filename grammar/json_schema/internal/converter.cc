@@ -3140,17 +3140,25 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
            std::find(witness->not_names.begin(), witness->not_names.end(), k) ==
                witness->not_names.end();
   };
-  // The member `key` with values `ts`, or the same as a witness.
-  auto member_with = [&](int32_t key, const TermSet& ts, bool as_witness) {
+  // A member's value of `ts`, or the same as a witness.
+  auto value_with = [&](const TermSet& ts, bool as_witness) {
     TermSet value = as_witness ? Canon(Join(ts, witness->value)) : ts;
     if (IsFalseSet(value)) return e_.Nothing();
-    return e_.Seq({key, e_.KeySeparator(), ValueRef(value, depth + 1)});
+    return ValueRef(value, depth + 1);
+  };
+  // The member `key` with values `ts`, or the same as a witness.
+  auto member_with = [&](int32_t key, const TermSet& ts, bool as_witness) {
+    const int32_t value = value_with(ts, as_witness);
+    if (e_.IsNothing(value)) return value;
+    return e_.Seq({key, e_.KeySeparator(), value});
   };
 
   struct Member {
     bool required;
-    int32_t expr;
-    int32_t witness_expr;  // Nothing when it cannot be the witness
+    int32_t key;            // the quoted name
+    int32_t value;          // Nothing when no value is allowed
+    int32_t witness_value;  // Nothing when it cannot be the witness
+    int32_t expr = -1, witness_expr = -1;  // written below
   };
   std::vector<Member> members;
   for (const std::string& k : declared) {
@@ -3170,10 +3178,9 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
       if (required) return e_.Nothing();
       continue;
     }
-    const int32_t key = e_.Quoted(e_.StringContent(k));
-    members.push_back(
-        Member{required, member_with(key, **vt, false),
-               witness_name(k) ? member_with(key, **vt, true) : e_.Nothing()});
+    members.push_back(Member{
+        required, e_.Quoted(e_.StringContent(k)), value_with(**vt, false),
+        witness_name(k) ? value_with(**vt, true) : e_.Nothing()});
   }
 
   // Other names, split into classes by the patterns they match.
@@ -3317,6 +3324,24 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
                      cap > 0 ? absl::StrCat(", counting up to ", cap) : "",
                      " needs more than ", kMaxCountingRules, " grammar rules",
                      any_order ? " in any order" : ""));
+  }
+  const auto [to_colon, after_colon] = e_.KeySeparatorParts();
+  for (Member& m : members) {
+    // In any order, every state of which members were written reads the
+    // keys of those not written yet: written inline, each state would get a
+    // trie of its own (a five-property object: 743 automaton states for
+    // 64). As a rule, a key is read once for all of them. Up to its colon
+    // only: a value at a rule's end would be copied into it (compiler.cc,
+    // AbsorbedRules), a long string's count with it, and a rule ending in
+    // whitespace would leave every token that starts with a space to its
+    // callers.
+    int32_t key = e_.Seq({m.key, to_colon});
+    if (any_order) key = e_.Ref(e_.NewRule("property", key));
+    auto with = [&](int32_t value) {
+      return e_.IsNothing(value) ? value : e_.Seq({key, after_colon, value});
+    };
+    m.expr = with(m.value);
+    m.witness_expr = with(m.witness_value);
   }
   auto accepts = [&](uint64_t seen, int64_t count, bool found) {
     if (count < o.min_props || !found) return false;
