@@ -324,15 +324,16 @@ std::vector<uint32_t> Row(const TokenSet& set, int32_t words) {
   return row;
 }
 
-TEST(EngineTest, LeafStatesClassifyAsTheGeneralTrieWalkDoes) {
-  // The leaf path against ClassifyState on every state whose rule calls
-  // nothing from there on, with one cache per vocabulary shared by several
-  // grammars: a walk made for one grammar's state serves another's.
-  int leaf_states = 0, leavers = 0, cached = 0, unsettled = 0;
+// Calls visit(index, pda, state, where) for every state that reads bytes
+// of four random grammars over each of 100 random vocabularies (an index
+// per vocabulary, its leaf cache shared by its grammars); stops at the
+// first fatal failure.
+void ForEachRandomState(
+    const std::function<void(const TokenIndex&, const Pda&, int32_t,
+                             const std::string&)>& visit) {
   for (uint32_t seed = 1; seed <= 100; ++seed) {
     std::mt19937 rng(seed);
-    auto index = std::make_shared<TokenIndex>(RandomVocab(&rng));
-    const int32_t words = (index->vocab().size() + 31) / 32;
+    const TokenIndex index(RandomVocab(&rng));
     for (int g = 0; g < 4; ++g) {
       GrammarGen gen(seed * 7919 + g);
       Nfa nfa = BuildNfa(gen.Rules());
@@ -341,35 +342,51 @@ TEST(EngineTest, LeafStatesClassifyAsTheGeneralTrieWalkDoes) {
       ASSERT_TRUE(pda.ok()) << pda.status();
       for (int32_t s = 0; s < pda->num_states(); ++s) {
         if (!pda->HasBytes(s)) continue;
-        const size_t before = index->leaf_cache()->bytes();
-        std::optional<StateTokens> leaf =
-            ClassifyLeafState(*pda, *index, s, index->leaf_cache());
-        ASSERT_EQ(leaf.has_value(), LeafForm(*pda, s, 1 << 20).has_value());
-        if (!leaf) continue;
-        ++leaf_states;
-        cached += index->leaf_cache()->bytes() == before;
-        const StateTokens all = ClassifyState(*pda, *index, s);
-        ASSERT_EQ(Row(leaf->accepted, words), Row(all.accepted, words))
-            << "seed " << seed << " grammar " << g << " state " << s;
-        ASSERT_EQ(leaf->uncertain, all.uncertain)
-            << "seed " << seed << " grammar " << g << " state " << s;
-        leavers += !leaf->uncertain.empty();
-        // Out of budget at once: the same accepted tokens, and leavers left
-        // uncertain rather than rejected.
-        std::optional<StateTokens> unread =
-            ClassifyLeafState(*pda, *index, s, index->leaf_cache(), 0);
-        ASSERT_EQ(Row(unread->accepted, words), Row(all.accepted, words));
-        ASSERT_TRUE(std::includes(
-            unread->uncertain.begin(), unread->uncertain.end(),
-            all.uncertain.begin(), all.uncertain.end(),
-            [&](int32_t a, int32_t b) {
-              return index->vocab().bytes(a) < index->vocab().bytes(b);
-            }))
-            << "seed " << seed << " grammar " << g << " state " << s;
-        unsettled += unread->uncertain.size() > all.uncertain.size();
+        visit(index, *pda, s,
+              "seed " + std::to_string(seed) + " grammar " + std::to_string(g) +
+                  " state " + std::to_string(s));
+        if (::testing::Test::HasFatalFailure()) return;
       }
     }
   }
+}
+
+// Whether `sub` (token ids in byte order) is part of `all`.
+bool IncludesIds(const TokenIndex& index, const std::vector<int32_t>& all,
+                 const std::vector<int32_t>& sub) {
+  return std::includes(all.begin(), all.end(), sub.begin(), sub.end(),
+                       [&](int32_t a, int32_t b) {
+                         return index.vocab().bytes(a) < index.vocab().bytes(b);
+                       });
+}
+
+TEST(EngineTest, LeafStatesClassifyAsTheGeneralTrieWalkDoes) {
+  // The leaf path against ClassifyState on every state whose rule calls
+  // nothing from there on, with one cache per vocabulary shared by several
+  // grammars: a walk made for one grammar's state serves another's.
+  int leaf_states = 0, leavers = 0, cached = 0, unsettled = 0;
+  ForEachRandomState([&](const TokenIndex& index, const Pda& pda, int32_t s,
+                         const std::string& where) {
+    const int32_t words = (index.vocab().size() + 31) / 32;
+    const size_t before = index.leaf_cache()->bytes();
+    std::optional<StateTokens> leaf =
+        ClassifyLeafState(pda, index, s, index.leaf_cache());
+    ASSERT_EQ(leaf.has_value(), LeafForm(pda, s, 1 << 20).has_value());
+    if (!leaf) return;
+    ++leaf_states;
+    cached += index.leaf_cache()->bytes() == before;
+    const StateTokens all = ClassifyState(pda, index, s);
+    ASSERT_EQ(Row(leaf->accepted, words), Row(all.accepted, words)) << where;
+    ASSERT_EQ(leaf->uncertain, all.uncertain) << where;
+    leavers += !leaf->uncertain.empty();
+    // Out of budget at once: the same accepted tokens, and leavers left
+    // uncertain rather than rejected.
+    std::optional<StateTokens> unread =
+        ClassifyLeafState(pda, index, s, index.leaf_cache(), 0);
+    ASSERT_EQ(Row(unread->accepted, words), Row(all.accepted, words));
+    ASSERT_TRUE(IncludesIds(index, unread->uncertain, all.uncertain)) << where;
+    unsettled += unread->uncertain.size() > all.uncertain.size();
+  });
   EXPECT_GT(leaf_states, 1000);
   EXPECT_GT(leavers, 200);   // the callers' part is exercised
   EXPECT_GT(cached, 50);     // and walks made before are reused
@@ -382,45 +399,27 @@ TEST(EngineTest, MixedStatesAcceptAsTheGeneralTrieWalkDoes) {
   // ClassifyState accepts, and leaves at least its uncertain tokens
   // uncertain (it does not follow those that leave into the callers).
   int mixed = 0, deferred = 0, extra_uncertain = 0;
-  for (uint32_t seed = 1; seed <= 100; ++seed) {
-    std::mt19937 rng(seed);
-    auto index = std::make_shared<TokenIndex>(RandomVocab(&rng));
-    const int32_t words = (index->vocab().size() + 31) / 32;
-    for (int g = 0; g < 4; ++g) {
-      GrammarGen gen(seed * 7919 + g);
-      Nfa nfa = BuildNfa(gen.Rules());
-      ASSERT_TRUE(nfa.PruneUnproductive(0).ok());
-      auto pda = nfa.Determinize(0, 10000);
-      ASSERT_TRUE(pda.ok()) << pda.status();
-      for (int32_t s = 0; s < pda->num_states(); ++s) {
-        if (!pda->HasBytes(s) || LeafForm(*pda, s, 1 << 20)) continue;
-        const std::string where = "seed " + std::to_string(seed) + " grammar " +
-                                  std::to_string(g) + " state " +
-                                  std::to_string(s);
-        std::optional<StateTokens> got = ClassifyMixedState(
-            *pda, *index, s, kLeafFollowBudget, index->vocab().size());
-        ASSERT_TRUE(got.has_value()) << where;
-        ++mixed;
-        const StateTokens all = ClassifyState(*pda, *index, s);
-        ASSERT_EQ(Row(got->accepted, words), Row(all.accepted, words)) << where;
-        auto by_bytes = [&](int32_t a, int32_t b) {
-          return index->vocab().bytes(a) < index->vocab().bytes(b);
-        };
-        ASSERT_TRUE(std::is_sorted(got->uncertain.begin(), got->uncertain.end(),
-                                   by_bytes))
-            << where;
-        ASSERT_TRUE(std::includes(got->uncertain.begin(), got->uncertain.end(),
-                                  all.uncertain.begin(), all.uncertain.end(),
-                                  by_bytes))
-            << where;
-        extra_uncertain += got->uncertain.size() > all.uncertain.size();
-        // Past the cap on tokens read by stack steps: the general walk's.
-        if (!ClassifyMixedState(*pda, *index, s, kLeafFollowBudget, 0)) {
-          ++deferred;
-        }
-      }
-    }
-  }
+  ForEachRandomState([&](const TokenIndex& index, const Pda& pda, int32_t s,
+                         const std::string& where) {
+    if (LeafForm(pda, s, 1 << 20)) return;
+    const int32_t words = (index.vocab().size() + 31) / 32;
+    std::optional<StateTokens> got = ClassifyMixedState(
+        pda, index, s, kLeafFollowBudget, index.vocab().size());
+    ASSERT_TRUE(got.has_value()) << where;
+    ++mixed;
+    const StateTokens all = ClassifyState(pda, index, s);
+    ASSERT_EQ(Row(got->accepted, words), Row(all.accepted, words)) << where;
+    ASSERT_TRUE(std::is_sorted(got->uncertain.begin(), got->uncertain.end(),
+                               [&](int32_t a, int32_t b) {
+                                 return index.vocab().bytes(a) <
+                                        index.vocab().bytes(b);
+                               }))
+        << where;
+    ASSERT_TRUE(IncludesIds(index, got->uncertain, all.uncertain)) << where;
+    extra_uncertain += got->uncertain.size() > all.uncertain.size();
+    // Past the cap on tokens read by stack steps: the general walk's.
+    if (!ClassifyMixedState(pda, index, s, kLeafFollowBudget, 0)) ++deferred;
+  });
   EXPECT_GT(mixed, 1000);
   EXPECT_GT(deferred, 500);  // the stack steps are exercised
   EXPECT_GT(extra_uncertain, 20);
