@@ -3325,7 +3325,9 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
                      " needs more than ", kMaxCountingRules, " grammar rules",
                      any_order ? " in any order" : ""));
   }
-  const auto [to_colon, after_colon] = e_.KeySeparatorParts();
+  // Not a structured binding: lambdas may not capture those in C++17.
+  const std::pair<int32_t, int32_t> separator = e_.KeySeparatorParts();
+  const int32_t to_colon = separator.first, after_colon = separator.second;
   for (Member& m : members) {
     // In any order, every state of which members were written reads the
     // keys of those not written yet: written inline, each state would get a
