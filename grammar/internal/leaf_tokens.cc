@@ -317,6 +317,36 @@ void WalkSubtree(const Pda& pda, const TokenIndex& index, int32_t first,
 // subtrees: a handful of states, whose targets' forms are cheap to find.
 constexpr size_t kMaxSubtreeFormBytes = 4096;
 
+// Sets the bits of the tokens at index positions [begin, end) in `bits`
+// (one per id of the vocabulary).
+void MarkPositions(const TokenIndex& index, int32_t begin, int32_t end,
+                   std::vector<uint32_t>* bits) {
+  for (int32_t t = begin; t < end; ++t) {
+    const int32_t id = index.id(t);
+    (*bits)[id >> 5] |= 1u << (id & 31);
+  }
+}
+
+// Reads the rests of `walk`'s leavers (walked from `state`) in the state's
+// callers within `follow_budget` (see RestReader), appending the index
+// positions of those left uncertain to `uncertain`, in byte order.
+void ReadLeavers(const Pda& pda, const TokenIndex& index, int32_t state,
+                 const LeafWalk& walk, int64_t follow_budget,
+                 std::vector<int32_t>* uncertain) {
+  if (walk.runs.empty()) return;
+  RestReader reader(pda, index, state, follow_budget);
+  std::vector<char> flags;
+  for (const LeafWalk::Run& run : walk.runs) {
+    flags.assign(run.end - run.begin, 0);
+    for (int32_t k = run.offsets_begin; k < run.offsets_end; ++k) {
+      reader.Read(run, walk.offsets[k], &flags);
+    }
+    for (int32_t t = run.begin; t < run.end; ++t) {
+      if (flags[t - run.begin]) uncertain->push_back(t);
+    }
+  }
+}
+
 }  // namespace
 
 LeafWalk WalkLeaf(const Pda& pda, const TokenIndex& index, int32_t state,
@@ -352,10 +382,7 @@ LeafWalk WalkLeaf(const Pda& pda, const TokenIndex& index, int32_t state,
       if (!key.empty()) cache->Insert(key, sub);
     }
     for (const auto& [begin, end] : sub->accepted_positions) {
-      for (int32_t t = begin; t < end; ++t) {
-        const int32_t id = index.id(t);
-        accepted[id >> 5] |= 1u << (id & 31);
-      }
+      MarkPositions(index, begin, end, &accepted);
     }
     const auto base = static_cast<int32_t>(walk.offsets.size());
     walk.offsets.insert(walk.offsets.end(), sub->offsets.begin(),
@@ -383,18 +410,8 @@ std::optional<StateTokens> ClassifyLeafState(const Pda& pda,
   }
   StateTokens out;
   out.accepted = walk->accepted;
-  if (walk->runs.empty()) return out;
-  RestReader reader(pda, index, state, follow_budget);
-  std::vector<char> uncertain;
-  for (const LeafWalk::Run& run : walk->runs) {
-    uncertain.assign(run.end - run.begin, 0);
-    for (int32_t k = run.offsets_begin; k < run.offsets_end; ++k) {
-      reader.Read(run, walk->offsets[k], &uncertain);
-    }
-    for (int32_t t = run.begin; t < run.end; ++t) {
-      if (uncertain[t - run.begin]) out.uncertain.push_back(index.id(t));
-    }
-  }
+  ReadLeavers(pda, index, state, *walk, follow_budget, &out.uncertain);
+  for (int32_t& t : out.uncertain) t = index.id(t);
   return out;
 }
 
@@ -406,63 +423,46 @@ std::optional<StateTokens> ClassifyMixedState(const Pda& pda,
   LeafWalk walk;
   std::vector<Deferred> deferred;
   std::vector<int32_t> at(index.max_token_length() + 1), finals(at.size());
-  int64_t num_deferred = 0;
   for (int32_t first = 1; first < index.num_nodes();
        first = index.node_end(first)) {
     const int32_t to = pda.Next(state, index.node_byte(first));
     if (to == Pda::kDead) continue;
     WalkSubtree(pda, index, first, to, &at, &finals, &walk, &deferred);
   }
+  int64_t num_deferred = 0;
   for (const Deferred& d : deferred) num_deferred += d.end - d.begin;
   if (num_deferred > max_deferred) return std::nullopt;
 
   std::vector<uint32_t> accepted((index.vocab().size() + 31) / 32, 0);
-  auto mark = [&](int32_t t) {
-    const int32_t id = index.id(t);
-    accepted[id >> 5] |= 1u << (id & 31);
-  };
   for (const auto& [begin, end] : walk.accepted_positions) {
-    for (int32_t t = begin; t < end; ++t) mark(t);
+    MarkPositions(index, begin, end, &accepted);
   }
   // Uncertain tokens as index positions, sorted at the end into byte order.
   std::vector<int32_t> uncertain;
-  if (!walk.runs.empty()) {
-    RestReader reader(pda, index, state, follow_budget);
-    std::vector<char> flags;
-    for (const LeafWalk::Run& run : walk.runs) {
-      flags.assign(run.end - run.begin, 0);
-      for (int32_t k = run.offsets_begin; k < run.offsets_end; ++k) {
-        reader.Read(run, walk.offsets[k], &flags);
-      }
-      for (int32_t t = run.begin; t < run.end; ++t) {
-        if (flags[t - run.begin]) uncertain.push_back(t);
-      }
-    }
-  }
+  ReadLeavers(pda, index, state, walk, follow_budget, &uncertain);
   if (!deferred.empty()) {
     StackPool pool;
     Stepper stepper(pda);
     std::vector<int32_t> ids, scan;
-    std::vector<int32_t> position(index.vocab().size());
     for (const Deferred& d : deferred) {
       ids.clear();
-      for (int32_t t = d.begin; t < d.end; ++t) {
-        ids.push_back(index.id(t));
-        position[index.id(t)] = t;
-      }
+      for (int32_t t = d.begin; t < d.end; ++t) ids.push_back(index.id(t));
       // Above an unknown caller: ending the rule reaches the open bottom.
       const int32_t top = pool.Add(d.state, kOpen);
       scan.clear();
       // A call of a rule that may match nothing may end the rule at once.
       const bool left = stepper.Close(&pool, &top, 1, &scan).open || d.left;
+      // Visited in `ids`' order: position d.begin, d.begin + 1, ...
+      int32_t t = d.begin;
       stepper.ReadSorted(
           &pool, scan.data(), scan.data() + scan.size(), index.vocab(), ids,
           [&](int32_t id, const Stepper::TokenReach& r) {
             if (r.readable()) {
               accepted[id >> 5] |= 1u << (id & 31);
             } else if (r.escaped || left) {
-              uncertain.push_back(position[id]);
+              uncertain.push_back(t);
             }
+            ++t;
           },
           d.depth);
       pool.Truncate(0);

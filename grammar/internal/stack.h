@@ -154,9 +154,9 @@ class Stepper {
   };
 
   // Reads each of `ids`, but for its first `offset` bytes, from the scan
-  // set [begin, end) and calls visit(id, reach). Those bytes (in `vocab`)
-  // must come in ascending order so that tokens sharing a prefix share its
-  // steps. Leaves the pool as it found it.
+  // set [begin, end) and calls visit(id, reach), in `ids`' order. Those bytes
+  // (in `vocab`) must come in ascending order so that tokens sharing a prefix
+  // share its steps. Leaves the pool as it found it.
   void ReadSorted(StackPool* pool, const int32_t* begin, const int32_t* end,
                   const Vocabulary& vocab, const std::vector<int32_t>& ids,
                   const std::function<void(int32_t, const TokenReach&)>& visit,
