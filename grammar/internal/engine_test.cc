@@ -840,6 +840,47 @@ TEST(EngineTest, EachRuleIsMinimizedOnItsOwn) {
   EXPECT_EQ(states[2], 3);  // start, after p or q, after r
 }
 
+// Byte classes are as coarse as the moves allow: two neighbouring bytes
+// share a class exactly when every state moves alike on them. Saving and
+// loading (which finds the classes again from byte runs) keeps every move.
+TEST(EngineTest, ByteClassesAreTheRangesNoStateTellsApart) {
+  int split_somewhere = 0;
+  for (uint32_t seed = 1; seed <= 200; ++seed) {
+    GrammarGen gen(seed * 104729);
+    Nfa nfa = BuildNfa(gen.Rules());
+    ASSERT_TRUE(nfa.PruneUnproductive(0).ok());
+    auto pda = nfa.Determinize(0, 10000);
+    ASSERT_TRUE(pda.ok()) << pda.status();
+    for (int b = 1; b < 256; ++b) {
+      bool alike = true;
+      for (int32_t s = 0; s < pda->num_states() && alike; ++s) {
+        alike = pda->Next(s, static_cast<uint8_t>(b - 1)) ==
+                pda->Next(s, static_cast<uint8_t>(b));
+      }
+      ASSERT_EQ(alike, pda->ByteClass(static_cast<uint8_t>(b - 1)) ==
+                           pda->ByteClass(static_cast<uint8_t>(b)))
+          << "seed " << seed << " bytes " << b - 1 << ", " << b;
+    }
+    EXPECT_LT(pda->num_byte_classes(), 256);
+    split_somewhere += pda->num_byte_classes() > 1;
+    ByteWriter out;
+    pda->Save(&out);
+    ByteReader in(out.bytes());
+    auto loaded = Pda::Load(&in);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    ASSERT_EQ(loaded->num_states(), pda->num_states());
+    EXPECT_EQ(loaded->num_byte_classes(), pda->num_byte_classes());
+    for (int32_t s = 0; s < pda->num_states(); ++s) {
+      for (int b = 0; b < 256; ++b) {
+        ASSERT_EQ(loaded->Next(s, static_cast<uint8_t>(b)),
+                  pda->Next(s, static_cast<uint8_t>(b)))
+            << "seed " << seed << " state " << s << " byte " << b;
+      }
+    }
+  }
+  EXPECT_GT(split_somewhere, 150);
+}
+
 TEST(EngineTest, MatcherErrorsLeaveStateUnchanged) {
   Nfa nfa = BuildNfa({Seq({Range('a', 'a'), Range('b', 'b')})});
   auto vocab = *Vocabulary::FromTokens({"a", "b", "ab", "<eos>", "<s>"}, {3, 4},

@@ -1,6 +1,7 @@
 #include "grammar/internal/pda.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <unordered_map>
 
@@ -8,12 +9,27 @@
 
 namespace grammard::grammar::internal {
 
+void Pda::SetByteClasses(const std::array<bool, 256>& starts, int32_t states) {
+  int32_t c = -1;
+  for (int b = 0; b < 256; ++b) {
+    if (b == 0 || starts[b]) ++c;
+    byte_class_[b] = static_cast<uint8_t>(c);
+  }
+  num_classes_ = c + 1;
+  next_.assign(static_cast<size_t>(states) * num_classes_, kDead);
+}
+
+void Pda::SetRun(int32_t s, int lo, int hi, int32_t target) {
+  int32_t* row = next_.data() + static_cast<size_t>(s) * num_classes_;
+  std::fill(row + byte_class_[lo], row + byte_class_[hi] + 1, target);
+}
+
 void Pda::ComputeHasBytes() {
   has_bytes_.assign(num_states(), 0);
   for (int32_t s = 0; s < num_states(); ++s) {
-    const int32_t* row = next_.data() + static_cast<size_t>(s) * 256;
-    has_bytes_[s] =
-        std::any_of(row, row + 256, [](int32_t t) { return t != kDead; });
+    const int32_t* row = next_.data() + static_cast<size_t>(s) * num_classes_;
+    has_bytes_[s] = std::any_of(row, row + num_classes_,
+                                [](int32_t t) { return t != kDead; });
   }
 }
 
@@ -131,19 +147,30 @@ Pda Pda::Minimize(const RawPda& raw) {
   out.final_.resize(count);
   out.state_rule_.resize(count);
   out.has_bytes_.assign(count, 0);
-  out.next_.assign(static_cast<size_t>(count) * 256, kDead);
+  // A row changes only where a run begins (runs cover every byte) whose
+  // target, once merged, differs from the run before it.
+  auto merged = [&](int32_t t) { return t == kDead ? kDead : cls[t]; };
+  std::array<bool, 256> starts{};
+  for (int32_t c : class_of) {
+    const int32_t s = rep[c];
+    for (int32_t k = raw.runs_begin[s] + 1; k < raw.runs_begin[s + 1]; ++k) {
+      if (merged(raw.runs[k].second) != merged(raw.runs[k - 1].second)) {
+        starts[raw.runs[k].first] = true;
+      }
+    }
+  }
+  out.SetByteClasses(starts, count);
   out.call_offsets_.assign(1, 0);
   for (int32_t i = 0; i < count; ++i) {
     const int32_t s = rep[class_of[i]];
     out.final_[i] = raw.final[s];
     out.state_rule_[i] = raw.state_rule[s];
-    int32_t* row = out.next_.data() + static_cast<size_t>(i) * 256;
     for (int32_t k = raw.runs_begin[s]; k < raw.runs_begin[s + 1]; ++k) {
       const auto [first, t] = raw.runs[k];
       if (t == kDead) continue;
       const int32_t last =
           k + 1 < raw.runs_begin[s + 1] ? raw.runs[k + 1].first - 1 : 255;
-      std::fill(row + first, row + last + 1, state_of[cls[t]]);
+      out.SetRun(i, first, last, state_of[cls[t]]);
       out.has_bytes_[i] = 1;
     }
     for (int32_t k = raw.calls_begin[s]; k < raw.calls_begin[s + 1]; ++k) {
@@ -395,7 +422,7 @@ absl::StatusOr<Pda> Pda::Load(ByteReader* in) {
       run_offsets[0] != 0 || run_offsets.back() != runs.size()) {
     return in->Malformed();
   }
-  pda.next_.assign(static_cast<size_t>(states) * 256, kDead);
+  std::array<bool, 256> starts{};
   for (int32_t s = 0; s < states; ++s) {
     if (run_offsets[s + 1] < run_offsets[s] ||
         run_offsets[s + 1] > runs.size()) {
@@ -406,9 +433,14 @@ absl::StatusOr<Pda> Pda::Load(ByteReader* in) {
       if (r.lo > r.hi || !InRange(r.target, states)) {
         return in->Malformed();
       }
-      std::fill(pda.next_.begin() + static_cast<size_t>(s) * 256 + r.lo,
-                pda.next_.begin() + static_cast<size_t>(s) * 256 + r.hi + 1,
-                r.target);
+      starts[r.lo] = true;
+      if (r.hi < 255) starts[r.hi + 1] = true;
+    }
+  }
+  pda.SetByteClasses(starts, states);
+  for (int32_t s = 0; s < states; ++s) {
+    for (uint32_t k = run_offsets[s]; k < run_offsets[s + 1]; ++k) {
+      pda.SetRun(s, runs[k].lo, runs[k].hi, runs[k].target);
     }
   }
   if (!in->GetVector(&pda.final_) || !in->GetVector(&pda.calls_) ||

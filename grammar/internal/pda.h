@@ -7,11 +7,16 @@
 // holds the caller's return state (see stack.h). Determinising each rule
 // keeps those sets small; what nondeterminism remains comes from calls.
 //
-// Cost: O(states * 256) ints for transitions. Thread-safety: immutable once
-// built; shared by every matcher of a grammar.
+// Cost: O(states * byte classes) ints for transitions: bytes that no state
+// tells apart share a column (a JSON Schema grammar has a few dozen such
+// classes, so its table is several times smaller than 256 columns, which
+// for the tens of thousands of states of a long `maxLength` string was most
+// of a compile's time in filling and faulting pages). Thread-safety:
+// immutable once built; shared by every matcher of a grammar.
 #ifndef GRAMMARD_GRAMMAR_INTERNAL_PDA_H_
 #define GRAMMARD_GRAMMAR_INTERNAL_PDA_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -62,8 +67,12 @@ class Pda {
   int32_t root_rule() const { return root_rule_; }
 
   int32_t Next(int32_t state, uint8_t byte) const {
-    return next_[static_cast<size_t>(state) * 256 + byte];
+    return next_[static_cast<size_t>(state) * num_classes_ + byte_class_[byte]];
   }
+  // Bytes every state moves alike on share a class; classes are ranges of
+  // bytes numbered in byte order.
+  int32_t num_byte_classes() const { return num_classes_; }
+  int32_t ByteClass(uint8_t byte) const { return byte_class_[byte]; }
   bool IsFinal(int32_t state) const { return final_[state] != 0; }
   // Whether any byte leads somewhere from `state`.
   bool HasBytes(int32_t state) const { return has_bytes_[state] != 0; }
@@ -133,12 +142,19 @@ class Pda {
   static absl::StatusOr<Pda> Load(ByteReader* in);
 
  private:
+  // byte_class_ and num_classes_ from where runs of bytes begin
+  // (starts[b]: some run begins at byte b); next_ all dead for `states`.
+  void SetByteClasses(const std::array<bool, 256>& starts, int32_t states);
+  // Fills state `s`'s row for the bytes lo..hi with `target`.
+  void SetRun(int32_t s, int lo, int hi, int32_t target);
   // has_bytes_ from next_.
   void ComputeHasBytes();
   // return_states_ from the calls.
   void FindReturnStates();
 
-  std::vector<int32_t> next_;
+  std::array<uint8_t, 256> byte_class_{};
+  int32_t num_classes_ = 1;
+  std::vector<int32_t> next_;  // states x num_classes_
   std::vector<uint8_t> final_;
   std::vector<uint8_t> has_bytes_;
   std::vector<PdaCall> calls_;
