@@ -740,14 +740,42 @@ struct TokenTable::Slot {
 TokenTable::TokenTable(const Pda& pda, const TokenIndex& index)
     : pda_(pda), index_(index) {}
 
-TokenTable::~TokenTable() = default;
+TokenTable::~TokenTable() {
+  const size_t chunks = (first_state_.size() + kSlotChunk - 1) / kSlotChunk;
+  for (size_t c = 0; c < chunks && slot_chunks_ != nullptr; ++c) {
+    delete[] slot_chunks_[c].load(std::memory_order_relaxed);
+  }
+}
 
 void TokenTable::Init(std::vector<int32_t> slot,
                       std::vector<int32_t> first_state) {
   slot_ = std::move(slot);
   first_state_ = std::move(first_state);
-  slots_ = std::make_unique<Slot[]>(first_state_.size());
+  const size_t chunks = (first_state_.size() + kSlotChunk - 1) / kSlotChunk;
+  slot_chunks_ = std::make_unique<std::atomic<Slot*>[]>(chunks);
+  for (size_t c = 0; c < chunks; ++c) slot_chunks_[c].store(nullptr);
   alike_ = std::make_unique<RuleAlike[]>(pda_.num_rules());
+}
+
+TokenTable::Slot& TokenTable::SlotAt(size_t i) const {
+  std::atomic<Slot*>& chunk = slot_chunks_[i / kSlotChunk];
+  Slot* slots = chunk.load(std::memory_order_acquire);
+  if (slots == nullptr) {
+    // Threads that race here each make a chunk; one is kept.
+    auto made = std::make_unique<Slot[]>(kSlotChunk);
+    if (chunk.compare_exchange_strong(slots, made.get(),
+                                      std::memory_order_acq_rel)) {
+      slots = made.release();
+      chunks_made_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  return slots[i % kSlotChunk];
+}
+
+const TokenTable::Slot* TokenTable::FindSlot(size_t i) const {
+  const Slot* slots =
+      slot_chunks_[i / kSlotChunk].load(std::memory_order_acquire);
+  return slots == nullptr ? nullptr : &slots[i % kSlotChunk];
 }
 
 absl::Status TokenTable::Group(std::chrono::steady_clock::time_point deadline) {
@@ -814,7 +842,7 @@ bool TokenTable::Prebuild(std::chrono::steady_clock::time_point deadline,
 const StateTokens* TokenTable::For(int32_t state) const {
   const int32_t i = slot_[state];
   if (i < 0) return nullptr;
-  Slot& slot = slots_[i];
+  Slot& slot = SlotAt(i);
   if (slot.built.load(std::memory_order_acquire)) return &slot.tokens;
   std::call_once(slot.once, [&] {
     // A chain's link leaves after every string into every count of every
@@ -834,7 +862,7 @@ const StateTokens* TokenTable::For(int32_t state) const {
 }
 
 void TokenTable::Publish(size_t i, StateTokens tokens) const {
-  Slot& slot = slots_[i];
+  Slot& slot = SlotAt(i);
   slot.tokens = std::move(tokens);
   if (!slot.tokens.uncertain.empty()) {
     slot.contexts = std::make_unique<LazyContext[]>(Returns(i).size());
@@ -853,7 +881,7 @@ void TokenTable::Publish(LazyContext* context, ContextTokens tokens) const {
 const ContextTokens* TokenTable::Context(int32_t state,
                                          int32_t return_state) const {
   const int32_t i = slot_[state];
-  Slot& slot = slots_[i];
+  Slot& slot = SlotAt(i);
   if (!slot.contexts) return nullptr;
   const std::vector<int32_t>& returns = Returns(i);
   auto it = std::lower_bound(returns.begin(), returns.end(), return_state);
@@ -888,7 +916,7 @@ const ContextTokens* TokenTable::Context(int32_t state,
 
 const ContextTokens* TokenTable::AlikeContext(size_t i, int32_t return_state,
                                               int32_t* alike) const {
-  const Slot& slot = slots_[i];
+  const Slot& slot = SlotAt(i);
   *alike = 0;
   if (slot.tokens.uncertain.size() * kAlikeVocabShare <
       static_cast<size_t>(index_.vocab().size())) {
@@ -918,16 +946,20 @@ const ContextTokens* TokenTable::AlikeContext(size_t i, int32_t return_state,
 }
 
 size_t TokenTable::SlotBytes(size_t i) const {
-  const StateTokens& t = slots_[i].tokens;
+  const Slot& slot = SlotAt(i);
+  const StateTokens& t = slot.tokens;
   size_t bytes =
       t.accepted.MemoryBytes() + t.uncertain.size() * sizeof(int32_t);
-  if (slots_[i].contexts) bytes += Returns(i).size() * sizeof(LazyContext);
+  if (slot.contexts) bytes += Returns(i).size() * sizeof(LazyContext);
   return bytes;
 }
 
 size_t TokenTable::MemoryBytes() const {
   return (slot_.size() + first_state_.size()) * sizeof(int32_t) +
-         first_state_.size() * sizeof(Slot) +
+         (first_state_.size() + kSlotChunk - 1) / kSlotChunk *
+             sizeof(std::atomic<Slot*>) +
+         chunks_made_.load(std::memory_order_relaxed) * kSlotChunk *
+             sizeof(Slot) +
          built_bytes_.load(std::memory_order_relaxed) + alike_bytes() +
          pda_.num_rules() * sizeof(RuleAlike);
 }
@@ -938,8 +970,10 @@ const std::vector<int32_t>& TokenTable::Returns(size_t slot) const {
 
 int32_t TokenTable::num_built() const {
   int32_t n = 0;
-  for (size_t i = 0; i < first_state_.size(); ++i)
-    n += slots_[i].built.load(std::memory_order_acquire);
+  for (size_t i = 0; i < first_state_.size(); ++i) {
+    const Slot* slot = FindSlot(i);
+    n += slot != nullptr && slot->built.load(std::memory_order_acquire);
+  }
   return n;
 }
 
@@ -1016,15 +1050,16 @@ bool TokenSet::Load(ByteReader* in, int32_t vocab_size) {
 void TokenTable::Save(ByteWriter* out) const {
   out->PutVector(slot_);
   for (size_t i = 0; i < first_state_.size(); ++i) {
-    const Slot& slot = slots_[i];
-    const bool built = slot.built.load(std::memory_order_acquire);
+    const Slot* slot = FindSlot(i);
+    const bool built =
+        slot != nullptr && slot->built.load(std::memory_order_acquire);
     out->Put<uint8_t>(built);
     if (!built) continue;
-    slot.tokens.accepted.Save(out);
-    out->PutVector(slot.tokens.uncertain);
-    if (!slot.contexts) continue;
+    slot->tokens.accepted.Save(out);
+    out->PutVector(slot->tokens.uncertain);
+    if (!slot->contexts) continue;
     for (size_t k = 0, n = Returns(i).size(); k < n; ++k) {
-      const LazyContext& c = slot.contexts[k];
+      const LazyContext& c = slot->contexts[k];
       const bool context_built = c.built.load(std::memory_order_acquire);
       out->Put<uint8_t>(context_built);
       if (context_built) SaveContext(c.tokens, out);
@@ -1059,7 +1094,7 @@ absl::Status TokenTable::Load(ByteReader* in) {
         !LoadIds(in, vocab_size, &t.uncertain)) {
       return in->Malformed();
     }
-    Slot& target = slots_[i];
+    Slot& target = SlotAt(i);
     std::call_once(target.once, [&] { Publish(i, std::move(t)); });
     if (!target.contexts) continue;
     const std::vector<int32_t>& returns = Returns(i);

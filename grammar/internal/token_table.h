@@ -179,13 +179,24 @@ class TokenTable {
                                     int32_t* alike) const;
   // What a built slot holds, its contexts not counted.
   size_t SlotBytes(size_t slot) const;
+  // Slot `i`, making its chunk if no slot of it was needed before.
+  Slot& SlotAt(size_t i) const;
+  // Slot `i`, or null when no slot of its chunk was ever needed (so none
+  // is built).
+  const Slot* FindSlot(size_t i) const;
 
   const Pda& pda_;
   const TokenIndex& index_;
   std::vector<int32_t> slot_;
   // Per slot, the first state that maps to it: the one classified.
   std::vector<int32_t> first_state_;
-  std::unique_ptr<Slot[]> slots_;
+  // Slots come in chunks of kSlotChunk, each made the first time one of
+  // its slots is needed: a grammar of tens of thousands of states (a long
+  // maxLength string counts its characters) has most of them never
+  // visited, and making them all was a tenth of its compile.
+  static constexpr size_t kSlotChunk = 64;
+  std::unique_ptr<std::atomic<Slot*>[]> slot_chunks_;
+  mutable std::atomic<size_t> chunks_made_{0};
   // Per rule, built when a context first needs it.
   std::unique_ptr<RuleAlike[]> alike_;
   // What For() and Context() have built so far, so MemoryBytes is cheap.
