@@ -861,6 +861,13 @@ TEST(EngineTest, ByteClassesAreTheRangesNoStateTellsApart) {
                            pda->ByteClass(static_cast<uint8_t>(b)))
           << "seed " << seed << " bytes " << b - 1 << ", " << b;
     }
+    for (int32_t c = 0; c < pda->num_byte_classes(); ++c) {
+      const uint8_t first = pda->ClassByte(c);
+      ASSERT_EQ(pda->ByteClass(first), c);
+      if (c > 0) {
+        ASSERT_EQ(pda->ByteClass(first - 1), c - 1);
+      }
+    }
     EXPECT_LT(pda->num_byte_classes(), 256);
     split_somewhere += pda->num_byte_classes() > 1;
     ByteWriter out;

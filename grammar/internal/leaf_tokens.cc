@@ -195,7 +195,8 @@ std::optional<std::string> LeafForm(const Pda& pda, int32_t state,
     if (pda.CallsBegin(s) != pda.CallsEnd(s)) return std::nullopt;
     PutInt(pda.IsFinal(s) ? -2 : -3, &form);
     int32_t prev = -4, prev_target = -5;
-    for (int b = 0; b < 256; ++b) {
+    for (int32_t c = 0; c < pda.num_byte_classes(); ++c) {
+      const int b = pda.ClassByte(c);
       const int32_t t = pda.Next(s, static_cast<uint8_t>(b));
       if (t == prev_target) continue;  // a run of bytes with one target
       prev_target = t;

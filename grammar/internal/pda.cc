@@ -12,7 +12,7 @@ namespace grammard::grammar::internal {
 void Pda::SetByteClasses(const std::array<bool, 256>& starts, int32_t states) {
   int32_t c = -1;
   for (int b = 0; b < 256; ++b) {
-    if (b == 0 || starts[b]) ++c;
+    if (b == 0 || starts[b]) class_byte_[++c] = static_cast<uint8_t>(b);
     byte_class_[b] = static_cast<uint8_t>(c);
   }
   num_classes_ = c + 1;
@@ -232,7 +232,7 @@ Pda::Alike Pda::AlikeUpTo(int32_t rule, int32_t depth, int64_t max_work) const {
     const int32_t s = work.back();
     work.pop_back();
     out.states.push_back(s);
-    for (int b = 0; b < 256; ++b) reach(Next(s, static_cast<uint8_t>(b)));
+    for (int32_t c = 0; c < num_classes_; ++c) reach(Next(s, ClassByte(c)));
     for (const PdaCall* c = CallsBegin(s); c != CallsEnd(s); ++c)
       reach(c->return_state);
   }

@@ -73,6 +73,9 @@ class Pda {
   // bytes numbered in byte order.
   int32_t num_byte_classes() const { return num_classes_; }
   int32_t ByteClass(uint8_t byte) const { return byte_class_[byte]; }
+  // The lowest byte of class `c`: a loop over every byte's move reads one
+  // byte per class.
+  uint8_t ClassByte(int32_t c) const { return class_byte_[c]; }
   bool IsFinal(int32_t state) const { return final_[state] != 0; }
   // Whether any byte leads somewhere from `state`.
   bool HasBytes(int32_t state) const { return has_bytes_[state] != 0; }
@@ -153,6 +156,7 @@ class Pda {
   void FindReturnStates();
 
   std::array<uint8_t, 256> byte_class_{};
+  std::array<uint8_t, 256> class_byte_{};
   int32_t num_classes_ = 1;
   std::vector<int32_t> next_;  // states x num_classes_
   std::vector<uint8_t> final_;
@@ -173,8 +177,9 @@ template <typename To>
 void AppendRuns(const Pda& pda, int32_t s, To to,
                 std::vector<std::pair<int32_t, int32_t>>* runs) {
   int32_t prev = -2;
-  for (int b = 0; b < 256; ++b) {
-    const int32_t t = pda.Next(s, static_cast<uint8_t>(b));
+  for (int32_t c = 0; c < pda.num_byte_classes(); ++c) {
+    const uint8_t b = pda.ClassByte(c);
+    const int32_t t = pda.Next(s, b);
     const int32_t mapped = t == Pda::kDead ? -1 : to(t);
     if (mapped != prev) runs->push_back({b, mapped});
     prev = mapped;

@@ -823,7 +823,9 @@ bool TokenTable::Prebuild(std::chrono::steady_clock::time_point deadline,
   for (size_t k = 0; k < order.size(); ++k) {
     if (stop()) return false;
     const int32_t s = order[k];
-    for (int b = 0; b < 256; ++b) visit(pda_.Next(s, static_cast<uint8_t>(b)));
+    for (int32_t c = 0; c < pda_.num_byte_classes(); ++c) {
+      visit(pda_.Next(s, pda_.ClassByte(c)));
+    }
     for (const PdaCall* c = pda_.CallsBegin(s); c != pda_.CallsEnd(s); ++c) {
       visit(pda_.RuleStart(c->rule));
       visit(c->return_state);
