@@ -191,11 +191,29 @@ absl::StatusOr<Pda> Nfa::Determinize(
   for (const Rule& r : rules_) raw.rule_names.push_back(r.name);
   raw.root_rule = root;
 
-  // DFA state k is closed subset k; states are expanded in the order found.
+  // DFA state k is subset k (see `intern`); states are expanded in the order
+  // found.
   IntSets subsets;
   ClosureScratch scratch;
   absl::Status status;
-  auto intern = [&](const std::vector<int32_t>& subset) -> int32_t {
+  // A subset moves and ends by its states' bytes, calls and rule ends
+  // alone; states with only epsilon edges (most of what the Thompson
+  // construction makes) are dropped, so that subsets that differ only in
+  // them are one state, and hashing, comparing and sweeping them is cheap.
+  // A rule's start from which nothing else is left (a rule that cannot
+  // complete) stands for itself: a state with no moves.
+  std::vector<int32_t> kept;
+  auto intern = [&](const std::vector<int32_t>& closed) -> int32_t {
+    kept.clear();
+    for (int32_t s : closed) {
+      const State& st = states_[s];
+      if (!st.bytes.empty() || !st.calls.empty() ||
+          s == rules_[st.rule].accept) {
+        kept.push_back(s);
+      }
+    }
+    if (kept.empty()) kept.push_back(closed[0]);
+    const std::vector<int32_t>& subset = kept;
     if (int32_t k = subsets.Find(subset); k >= 0) return k;
     if (raw.num_states() >= max_states) {
       status = absl::ResourceExhaustedError(absl::StrCat(
