@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <deque>
+#include <limits>
 #include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "grammar/internal/refine.h"
 
 namespace grammard::grammar::json_schema_internal {
 namespace {
@@ -526,54 +528,58 @@ absl::StatusOr<CharDfa> MinimizeWithin(const CharDfa& dfa,
   }
   if (!live[0]) return EmptyDfa();
 
-  // Moore's refinement over the live states.
+  // Moore's refinement over the live states (refine.h: only states whose
+  // targets changed class are signed again, so a chain of a few thousand
+  // counts costs its length, and a trie of keys its size, not rounds x
+  // states).
+  std::vector<int32_t> local(n, -1), states;
+  for (int32_t s = 0; s < n; ++s) {
+    if (live[s]) {
+      local[s] = static_cast<int32_t>(states.size());
+      states.push_back(s);
+    }
+  }
   std::vector<int32_t> cls(n, -1);
   int32_t num_classes = 0;
-  {
-    int32_t acc_class = -1, rej_class = -1;
-    for (int32_t s = 0; s < n; ++s) {
-      if (!live[s]) continue;
-      int32_t& c = dfa.accepting[s] ? acc_class : rej_class;
-      if (c < 0) c = num_classes++;
-      cls[s] = c;
-    }
-  }
-  auto signature = [&](int32_t s) {
-    std::vector<uint32_t> sig{static_cast<uint32_t>(cls[s])};
-    for (const auto& e : dfa.edges[s]) {
-      if (!live[e.to]) continue;
-      uint32_t c = static_cast<uint32_t>(cls[e.to]);
-      size_t k = sig.size();
-      if (k >= 4 && sig[k - 1] == c && uint64_t{sig[k - 2]} + 1 == e.lo) {
-        sig[k - 2] = e.hi;
-        continue;
-      }
-      sig.push_back(e.lo);
-      sig.push_back(e.hi);
-      sig.push_back(c);
-    }
-    return sig;
-  };
-  if (!merge_states) {
-    num_classes = 0;
-    for (int32_t s = 0; s < n; ++s) cls[s] = live[s] ? num_classes++ : -1;
-  }
-  while (merge_states) {
-    // Rounds are bounded by the states, but long chains (lengths) need
-    // thousands of them.
+  if (merge_states) {
     if (absl::Status st = limits.CheckDeadline(); !st.ok()) return st;
-    std::map<std::vector<uint32_t>, int32_t> ids;
-    std::vector<int32_t> next(n, -1);
-    for (int32_t s = 0; s < n; ++s) {
-      if (!live[s]) continue;
-      auto [it, inserted] =
-          ids.emplace(signature(s), static_cast<int32_t>(ids.size()));
-      next[s] = it->second;
-    }
-    bool stable = static_cast<int32_t>(ids.size()) == num_classes;
-    num_classes = static_cast<int32_t>(ids.size());
-    cls = std::move(next);
-    if (stable) break;
+    const int32_t m = static_cast<int32_t>(states.size());
+    const internal::Predecessors pred =
+        internal::PredecessorsOf(m, [&](int32_t i, auto&& f) {
+          for (const auto& e : dfa.edges[states[i]]) {
+            if (live[e.to]) f(local[e.to]);
+          }
+        });
+    std::vector<int32_t> initial(m);
+    for (int32_t i = 0; i < m; ++i) initial[i] = dfa.accepting[states[i]];
+    // A signature: (lo, hi, class) per range of code points whose targets
+    // share a class, neighbouring ranges of one class merged.
+    internal::Refinement refined = internal::Refine(
+        std::move(initial), 2, pred, std::numeric_limits<int64_t>::max(),
+        std::numeric_limits<int64_t>::max(),
+        [&](int32_t i, const std::vector<int32_t>& by_local,
+            std::vector<int32_t>* sig) {
+          const size_t begin = sig->size();
+          for (const auto& e : dfa.edges[states[i]]) {
+            if (!live[e.to]) continue;
+            const int32_t c = by_local[local[e.to]];
+            const size_t k = sig->size();
+            if (k - begin >= 3 && (*sig)[k - 1] == c &&
+                static_cast<int64_t>(static_cast<uint32_t>((*sig)[k - 2])) +
+                        1 ==
+                    e.lo) {
+              (*sig)[k - 2] = static_cast<int32_t>(e.hi);
+              continue;
+            }
+            sig->push_back(static_cast<int32_t>(e.lo));
+            sig->push_back(static_cast<int32_t>(e.hi));
+            sig->push_back(c);
+          }
+        });
+    num_classes = refined.classes;
+    for (int32_t i = 0; i < m; ++i) cls[states[i]] = refined.cls[i];
+  } else {
+    for (int32_t s = 0; s < n; ++s) cls[s] = live[s] ? num_classes++ : -1;
   }
   // Renumber classes in breadth-first order from the start.
   std::vector<int32_t> order(num_classes, -1);
