@@ -300,6 +300,34 @@ TEST(CompilerTest, RulesReferredToAtTheEndAreReadByTheirCallers) {
   EXPECT_TRUE(m.CanTerminate());
 }
 
+TEST(CompilerTest, RulesOnlyCopiedOrReadByCallersHaveNoStatesOfTheirOwn) {
+  GrammarCompiler compiler(*Vocabulary::FromTokens(
+      {"a", "b", "ab", "<", ">", "</s>"}, {5}, {5}, {"small", {}, 0}));
+  // `pair` is copied into `root` (small, bounded), `rest` and `tail` are read
+  // at the ends of their callers, `word` stays a call.
+  auto g = compiler.CompileEbnf(
+      "root ::= pair word rest\n"
+      "pair ::= \"<\" \">\"\n"
+      "rest ::= \"a\" tail | \"b\"\n"
+      "tail ::= \"b\" rest | \"\"\n"
+      "word ::= [ab]+ \">\"\n");
+  ASSERT_TRUE(g.ok()) << g.status();
+  const internal::Pda& pda = g->data().pda;
+  std::map<std::string, int> states;
+  for (int32_t s = 0; s < pda.num_states(); ++s) {
+    ++states[pda.RuleName(pda.StateRule(s))];
+  }
+  // A rule no call reaches keeps only its start, a state with no moves.
+  EXPECT_EQ(states["pair"], 1);
+  EXPECT_EQ(states["rest"], 1);
+  EXPECT_EQ(states["tail"], 1);
+  EXPECT_GT(states["word"], 1);
+  EXPECT_GT(states["root"], 4);
+  GrammarMatcher m(*g);
+  EXPECT_TRUE(m.AcceptString("<>ab>aba").ok());
+  EXPECT_TRUE(m.CanTerminate());
+}
+
 // Random right-linear rule sets, some rules also called before the end.
 TEST(CompilerTest, RulesReadAtTheirCallersEndMatchTheOracle) {
   int compared = 0;
