@@ -27,6 +27,47 @@ constexpr uint64_t kInlineMaxSize = 24;
 // Bounded rules are larger once character classes become UTF-8 byte
 // sequences (`[^"\\]` is a choice of a dozen), but add no loops.
 constexpr uint64_t kInlineBoundedMaxSize = 64;
+// A bounded repeat is built as a copy of its body per count, and a rule
+// copied into that body as many times (an array of up to 1,000 items of a
+// 24-digit pattern took 27,000 states): a rule larger than
+// kInlineRepeatedMaxSize referred to under a repeat of more counts than
+// kInlineMaxCopies stays a call. Smaller ones (whitespace) add no more
+// states copied than called.
+constexpr int64_t kInlineMaxCopies = 16;
+constexpr uint64_t kInlineRepeatedMaxSize = 8;
+
+// Rules referred to somewhere under a repeat of more than kInlineMaxCopies
+// counts, in their referrer's own body.
+std::vector<bool> RepeatedManyTimes(const Grammar& g) {
+  const size_t n = g.rules.size();
+  std::vector<bool> many(n, false);
+  // Per expression, the last rule whose walk met it and how (bit 1: outside
+  // such a repeat, bit 2: under one).
+  std::vector<size_t> seen_in(g.exprs.size(), n);
+  std::vector<uint8_t> seen(g.exprs.size(), 0);
+  std::vector<std::pair<int32_t, bool>> stack;
+  for (size_t r = 0; r < n; ++r) {
+    stack.assign({{g.rules[r].body, false}});
+    while (!stack.empty()) {
+      const auto [e, under] = stack.back();
+      stack.pop_back();
+      if (seen_in[e] != r) {
+        seen_in[e] = r;
+        seen[e] = 0;
+      }
+      const uint8_t bit = under ? 2 : 1;
+      if (seen[e] & bit) continue;
+      seen[e] |= bit;
+      const Expr& x = g.exprs[e];
+      if (x.kind == ExprKind::kRuleRef && under) many[x.rule] = true;
+      const bool below =
+          under || (x.kind == ExprKind::kRepeat && x.max != kUnbounded &&
+                    x.max > kInlineMaxCopies);
+      for (int32_t c : x.children) stack.push_back({c, below});
+    }
+  }
+  return many;
+}
 
 std::vector<bool> InlinedRules(const Grammar& g) {
   const size_t n = g.rules.size();
@@ -74,12 +115,30 @@ std::vector<bool> InlinedRules(const Grammar& g) {
     bounded[r] = !recursive[r] && !loop;
   }
   const std::vector<bool> nullable = NullableRules(g);
+  std::vector<bool> many = RepeatedManyTimes(g);
   std::vector<bool> inlined(n, false);
-  for (size_t r = 0; r < n; ++r) {
+  auto decide = [&](size_t r) {
     const bool small =
         size[r] <= (bounded[r] ? kInlineBoundedMaxSize : kInlineMaxSize);
     inlined[r] = (nullable[r] || bounded[r]) && !recursive[r] && small &&
+                 !(many[r] && size[r] > kInlineRepeatedMaxSize) &&
                  static_cast<int32_t>(r) != g.root;
+  };
+  for (size_t r = 0; r < n; ++r) decide(r);
+  // What a rule copied many times refers to is copied as many times.
+  std::vector<int32_t> work;
+  for (size_t r = 0; r < n; ++r) {
+    if (many[r] && inlined[r]) work.push_back(static_cast<int32_t>(r));
+  }
+  while (!work.empty()) {
+    const int32_t r = work.back();
+    work.pop_back();
+    for (int32_t x : refs[r]) {
+      if (many[x]) continue;
+      many[x] = true;
+      decide(x);
+      if (inlined[x]) work.push_back(x);
+    }
   }
   return inlined;
 }

@@ -479,6 +479,25 @@ TEST(CompilerTest, AnyOrderObjectsReadEachKeyOnce) {
   EXPECT_LT(g->num_states(), 600);
 }
 
+TEST(CompilerTest, RulesUnderLargeCountsAreCalledNotCopied) {
+  // 200 items of a 24-digit pattern: the item is called once per count, not
+  // copied into each (some 27 states a count; whitespace, small, is still
+  // copied).
+  absl::StatusOr<JsonSchemaResult> converted = JsonSchemaToGrammar(
+      R"({"type": "array", "maxItems": 200,
+          "items": {"type": "string", "pattern": "^[0-9a-f]{24}$"}})");
+  ASSERT_TRUE(converted.ok()) << converted.status();
+  GrammarCompiler compiler(*Vocabulary::FromTokens(
+      {"[", "]", "\"", "a", "0", ",", " ", "</s>"}, {7}, {7}, {}));
+  absl::StatusOr<CompiledGrammar> g = compiler.Compile(converted->grammar);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_LT(g->num_states(), 2000);
+  GrammarMatcher m(*g);
+  const std::string item = "\"" + std::string(23, '0') + "a\"";
+  EXPECT_TRUE(m.AcceptString("[" + item + ", " + item + "]").ok());
+  EXPECT_TRUE(m.CanTerminate());
+}
+
 // A slice of a real vocabulary: every llama3 token whose bytes are JSON
 // punctuation, digits, a few letters, spaces or newlines.
 TEST(CompilerTest, JsonWithARealVocabularySliceMatchesTheOracle) {
