@@ -508,7 +508,7 @@ absl::StatusOr<CompiledGrammar> GrammarCompiler::Compile(
     const Grammar& grammar, const CompileOptions& options) const {
   auto normalized = Normalize(grammar);
   if (!normalized.ok()) return normalized.status();
-  auto lowered = LowerToBytes(MergeEqualRules(*normalized));
+  auto lowered = LowerToBytes(MergeEqualRules(*std::move(normalized)));
   if (!lowered.ok()) return lowered.status();
   const Grammar& g = *lowered;
   internal::Nfa nfa;

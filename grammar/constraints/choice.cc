@@ -2,6 +2,7 @@
 
 #include <set>
 #include <string_view>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "grammar/syntax/grammar_passes.h"
@@ -28,7 +29,7 @@ absl::StatusOr<Grammar> ChoiceGrammar(const std::vector<std::string>& choices) {
     }
   }
   g.root = g.AddRule("root", g.AddChoice(std::move(alternatives)));
-  return Normalize(g);
+  return Normalize(std::move(g));
 }
 
 }  // namespace grammard::grammar

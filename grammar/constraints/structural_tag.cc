@@ -363,7 +363,7 @@ absl::StatusOr<StructuralTagResult> StructuralTagGrammar(
     g.rules[text_rules[i]].body = g.AddChoice(std::move(alternatives));
   }
 
-  absl::StatusOr<Grammar> normalized = Normalize(g);
+  absl::StatusOr<Grammar> normalized = Normalize(std::move(g));
   if (!normalized.ok()) return normalized.status();
   GrammarLimits limits;
   limits.max_exprs = options.max_grammar_exprs;

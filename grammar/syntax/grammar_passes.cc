@@ -82,10 +82,10 @@ class LeftEdgeCollector {
 
 }  // namespace
 
-absl::StatusOr<Grammar> Normalize(const Grammar& grammar) {
+absl::StatusOr<Grammar> Normalize(Grammar grammar) {
   absl::Status status = grammar.Validate();
   if (!status.ok()) return status;
-  Grammar reachable = RemoveUnreachableRules(grammar);
+  Grammar reachable = RemoveUnreachableRules(std::move(grammar));
   status = CheckNoLeftRecursion(reachable);
   if (!status.ok()) return status;
   return reachable;
@@ -152,7 +152,7 @@ std::vector<int32_t> StructuralIds(const Grammar& grammar,
   return id;
 }
 
-Grammar MergeEqualRules(const Grammar& grammar) {
+Grammar MergeEqualRules(Grammar grammar) {
   const int32_t n = static_cast<int32_t>(grammar.rules.size());
   constexpr int64_t kMaxWork = int64_t{1} << 22;
   // A rule's shape: its body with every reference alike. Two rules are equal
@@ -202,14 +202,13 @@ Grammar MergeEqualRules(const Grammar& grammar) {
     }
   }
   if (count == n) return grammar;
-  Grammar merged = grammar;
-  for (Expr& x : merged.exprs) {
+  for (Expr& x : grammar.exprs) {
     if (x.kind == ExprKind::kRuleRef) x.rule = first[refined.cls[x.rule]];
   }
-  return RemoveUnreachableRules(merged);
+  return RemoveUnreachableRules(std::move(grammar));
 }
 
-Grammar RemoveUnreachableRules(const Grammar& grammar) {
+Grammar RemoveUnreachableRules(Grammar grammar) {
   const size_t num_rules = grammar.rules.size();
   std::vector<bool> rule_kept(num_rules, false);
   std::vector<bool> expr_kept(grammar.exprs.size(), false);
@@ -225,6 +224,13 @@ Grammar RemoveUnreachableRules(const Grammar& grammar) {
              });
   }
 
+  // Everything kept (a grammar normalized before): nothing to renumber.
+  if (static_cast<size_t>(
+          std::count(rule_kept.begin(), rule_kept.end(), true)) == num_rules &&
+      static_cast<size_t>(std::count(expr_kept.begin(), expr_kept.end(),
+                                     true)) == grammar.exprs.size()) {
+    return grammar;
+  }
   std::vector<int32_t> new_rule(num_rules, -1);
   int32_t next_rule = 0;
   for (size_t r = 0; r < num_rules; ++r) {
@@ -234,7 +240,7 @@ Grammar RemoveUnreachableRules(const Grammar& grammar) {
   std::vector<int32_t> new_expr(grammar.exprs.size(), -1);
   for (size_t i = 0; i < grammar.exprs.size(); ++i) {
     if (!expr_kept[i]) continue;
-    Expr e = grammar.exprs[i];
+    Expr e = std::move(grammar.exprs[i]);
     for (int32_t& child : e.children) child = new_expr[child];
     if (e.kind == ExprKind::kRuleRef) e.rule = new_rule[e.rule];
     new_expr[i] = static_cast<int32_t>(out.exprs.size());

@@ -23,12 +23,13 @@
 namespace grammard::grammar {
 
 // Validate, then RemoveUnreachableRules, then CheckNoLeftRecursion.
-absl::StatusOr<Grammar> Normalize(const Grammar& grammar);
+// By value: a grammar the caller no longer needs is moved, not copied.
+absl::StatusOr<Grammar> Normalize(Grammar grammar);
 
 // The grammar without the rules the root cannot reach, and without the
 // expressions only those rules used. Kept rules keep their relative order;
 // the arena is compacted. Valid grammars only.
-Grammar RemoveUnreachableRules(const Grammar& grammar);
+Grammar RemoveUnreachableRules(Grammar grammar);
 
 // Which expressions (indexed like grammar.exprs) can match the empty string.
 // A rule is nullable exactly when its body is. Valid grammars only.
@@ -51,7 +52,7 @@ std::vector<int32_t> StructuralIds(const Grammar& grammar,
 // of rules), and a compiler would determinize and classify every copy.
 // Unchanged when the refinement would take more than about 2^22 steps.
 // Valid grammars only.
-Grammar MergeEqualRules(const Grammar& grammar);
+Grammar MergeEqualRules(Grammar grammar);
 
 // InvalidArgument naming the rule chain when some rule can reach itself
 // without consuming input: directly (`a ::= a "x"`), through other rules
