@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "grammar/internal/scc.h"
 #include "grammar/json_schema/internal/numbers.h"
 
 namespace grammard::grammar::json_schema_internal {
@@ -574,52 +575,16 @@ int32_t JsonEmitter::EmitDfa(
       it->second.push_back({e.lo, e.hi});
     }
   }
-  // Tarjan's SCCs, iteratively; they come out in reverse topological order.
-  std::vector<int32_t> index(n, -1), low(n, 0), comp(n, -1);
-  std::vector<char> on_stack(n, 0);
-  std::vector<int32_t> stack, order;  // order: states, SCC by SCC
-  std::vector<int32_t> comp_size;
-  int32_t counter = 0;
-  for (int32_t root = 0; root < n; ++root) {
-    if (index[root] >= 0) continue;
-    std::vector<std::pair<int32_t, size_t>> work{{root, 0}};
-    index[root] = low[root] = counter++;
-    stack.push_back(root);
-    on_stack[root] = 1;
-    while (!work.empty()) {
-      auto& [v, next] = work.back();
-      if (next < out[v].size()) {
-        int32_t w = out[v][next++].first;
-        if (index[w] < 0) {
-          index[w] = low[w] = counter++;
-          stack.push_back(w);
-          on_stack[w] = 1;
-          work.emplace_back(w, 0);
-        } else if (on_stack[w]) {
-          low[v] = std::min(low[v], index[w]);
-        }
-        continue;
-      }
-      if (low[v] == index[v]) {
-        int32_t id = static_cast<int32_t>(comp_size.size());
-        comp_size.push_back(0);
-        int32_t w;
-        do {
-          w = stack.back();
-          stack.pop_back();
-          on_stack[w] = 0;
-          comp[w] = id;
-          ++comp_size[id];
-          order.push_back(w);
-        } while (w != v);
-      }
-      int32_t done = v;
-      work.pop_back();
-      if (!work.empty()) {
-        low[work.back().first] = std::min(low[work.back().first], low[done]);
-      }
-    }
+  // Components come out in reverse topological order.
+  std::vector<int32_t> begin{0}, targets;
+  for (int32_t s = 0; s < n; ++s) {
+    for (const auto& [t, ranges] : out[s]) targets.push_back(t);
+    begin.push_back(static_cast<int32_t>(targets.size()));
   }
+  const internal::Components sccs = internal::StronglyConnected(begin, targets);
+  const std::vector<int32_t>& comp = sccs.of;
+  const std::vector<int32_t>& comp_size = sccs.size;
+  const std::vector<int32_t>& order = sccs.order;
   // Decide which states become rules, children first.
   std::vector<char> is_rule(n, 0);
   std::vector<int64_t> size(n, 0);
