@@ -252,7 +252,20 @@ TEST(GrammarCacheTest, AGrammarsGrowthIsChargedAtItsNextHit) {
   other->id = "other";
   other->status = absl::InvalidArgumentError("bad");
   const size_t before = entry->Bytes();
-  GrammarCache cache(before + other->Bytes(), &metrics);
+  // What the grammar will hold after its first mask (its tables, and the
+  // slots they live in, are made then), measured on a twin: the budget fits
+  // both entries before it grows and the grown one alone after.
+  size_t grown = 0;
+  {
+    GrammarEntry twin;
+    twin.grammar = *compiler.CompileRegex("[ab]+x", on_demand);
+    grammar::GrammarMatcher matcher(*twin.grammar);
+    std::vector<uint32_t> row(twin.grammar->mask_words());
+    matcher.FillNextTokenMask(row.data());
+    grown = twin.Bytes();
+  }
+  ASSERT_GT(grown, before);
+  GrammarCache cache(grown + other->Bytes() - 1, &metrics);
   cache.Insert(entry);
   cache.Insert(other);
   EXPECT_EQ(cache.size(), 2u);
