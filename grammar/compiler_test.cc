@@ -459,6 +459,19 @@ TEST(CompilerTest, APositionReachedAgainKeepsItsKey) {
   EXPECT_NE(done, after_two);  // only the end of sequence now
 }
 
+// `schema` converted with `options` and compiled for a vocabulary of
+// `tokens`, the last of which ends the text.
+absl::StatusOr<CompiledGrammar> CompileSchema(
+    std::string_view schema, const JsonSchemaOptions& options,
+    const std::vector<std::string>& tokens) {
+  absl::StatusOr<JsonSchemaResult> converted =
+      JsonSchemaToGrammar(schema, options);
+  if (!converted.ok()) return converted.status();
+  const int32_t end = static_cast<int32_t>(tokens.size()) - 1;
+  GrammarCompiler compiler(*Vocabulary::FromTokens(tokens, {end}, {end}, {}));
+  return compiler.Compile(converted->grammar);
+}
+
 TEST(CompilerTest, AnyOrderObjectsReadEachKeyOnce) {
   // Members in any order: a state per set of members written, each reading
   // the keys of those left. The keys are rules those states call, so the
@@ -466,15 +479,11 @@ TEST(CompilerTest, AnyOrderObjectsReadEachKeyOnce) {
   // inline keys, 1,344 states here; 380 as rules).
   JsonSchemaOptions options;
   options.property_order = JsonPropertyOrder::kAny;
-  absl::StatusOr<JsonSchemaResult> converted = JsonSchemaToGrammar(
+  absl::StatusOr<CompiledGrammar> g = CompileSchema(
       R"({"properties": {"alpha": {}, "bravo": {}, "charlie": {},
                          "delta": {}, "echo": {}, "foxtrot": {}},
           "additionalProperties": false})",
-      options);
-  ASSERT_TRUE(converted.ok()) << converted.status();
-  GrammarCompiler compiler(*Vocabulary::FromTokens(
-      {"{", "}", "\"", "a", ":", ",", "1", "</s>"}, {7}, {7}, {}));
-  absl::StatusOr<CompiledGrammar> g = compiler.Compile(converted->grammar);
+      options, {"{", "}", "\"", "a", ":", ",", "1", "</s>"});
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_LT(g->num_states(), 600);
 }
@@ -483,13 +492,10 @@ TEST(CompilerTest, RulesUnderLargeCountsAreCalledNotCopied) {
   // 200 items of a 24-digit pattern: the item is called once per count, not
   // copied into each (some 27 states a count; whitespace, small, is still
   // copied).
-  absl::StatusOr<JsonSchemaResult> converted = JsonSchemaToGrammar(
+  absl::StatusOr<CompiledGrammar> g = CompileSchema(
       R"({"type": "array", "maxItems": 200,
-          "items": {"type": "string", "pattern": "^[0-9a-f]{24}$"}})");
-  ASSERT_TRUE(converted.ok()) << converted.status();
-  GrammarCompiler compiler(*Vocabulary::FromTokens(
-      {"[", "]", "\"", "a", "0", ",", " ", "</s>"}, {7}, {7}, {}));
-  absl::StatusOr<CompiledGrammar> g = compiler.Compile(converted->grammar);
+          "items": {"type": "string", "pattern": "^[0-9a-f]{24}$"}})",
+      {}, {"[", "]", "\"", "a", "0", ",", " ", "</s>"});
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_LT(g->num_states(), 2000);
   GrammarMatcher m(*g);
