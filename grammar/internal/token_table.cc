@@ -741,8 +741,7 @@ TokenTable::TokenTable(const Pda& pda, const TokenIndex& index)
     : pda_(pda), index_(index) {}
 
 TokenTable::~TokenTable() {
-  const size_t chunks = (first_state_.size() + kSlotChunk - 1) / kSlotChunk;
-  for (size_t c = 0; c < chunks && slot_chunks_ != nullptr; ++c) {
+  for (size_t c = 0; c < NumChunks() && slot_chunks_ != nullptr; ++c) {
     delete[] slot_chunks_[c].load(std::memory_order_relaxed);
   }
 }
@@ -751,9 +750,8 @@ void TokenTable::Init(std::vector<int32_t> slot,
                       std::vector<int32_t> first_state) {
   slot_ = std::move(slot);
   first_state_ = std::move(first_state);
-  const size_t chunks = (first_state_.size() + kSlotChunk - 1) / kSlotChunk;
-  slot_chunks_ = std::make_unique<std::atomic<Slot*>[]>(chunks);
-  for (size_t c = 0; c < chunks; ++c) slot_chunks_[c].store(nullptr);
+  slot_chunks_ = std::make_unique<std::atomic<Slot*>[]>(NumChunks());
+  for (size_t c = 0; c < NumChunks(); ++c) slot_chunks_[c].store(nullptr);
   alike_ = std::make_unique<RuleAlike[]>(pda_.num_rules());
 }
 
@@ -958,8 +956,7 @@ size_t TokenTable::SlotBytes(size_t i) const {
 
 size_t TokenTable::MemoryBytes() const {
   return (slot_.size() + first_state_.size()) * sizeof(int32_t) +
-         (first_state_.size() + kSlotChunk - 1) / kSlotChunk *
-             sizeof(std::atomic<Slot*>) +
+         NumChunks() * sizeof(std::atomic<Slot*>) +
          chunks_made_.load(std::memory_order_relaxed) * kSlotChunk *
              sizeof(Slot) +
          built_bytes_.load(std::memory_order_relaxed) + alike_bytes() +

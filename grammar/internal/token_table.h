@@ -179,6 +179,10 @@ class TokenTable {
                                     int32_t* alike) const;
   // What a built slot holds, its contexts not counted.
   size_t SlotBytes(size_t slot) const;
+  // How many chunks hold the slots.
+  size_t NumChunks() const {
+    return (first_state_.size() + kSlotChunk - 1) / kSlotChunk;
+  }
   // Slot `i`, making its chunk if no slot of it was needed before.
   Slot& SlotAt(size_t i) const;
   // Slot `i`, or null when no slot of its chunk was ever needed (so none
