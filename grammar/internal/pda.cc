@@ -386,16 +386,17 @@ void Pda::Save(ByteWriter* out) const {
   out->Put<int32_t>(root_rule_);
   std::vector<uint32_t> run_offsets = {0};
   std::vector<ByteRun> runs;
+  std::vector<std::pair<int32_t, int32_t>> row;
   for (int32_t s = 0; s < num_states(); ++s) {
-    for (int b = 0; b < 256;) {
-      const int32_t t = Next(s, static_cast<uint8_t>(b));
-      int e = b;
-      while (e + 1 < 256 && Next(s, static_cast<uint8_t>(e + 1)) == t) ++e;
-      if (t != kDead) {
-        runs.push_back(
-            {static_cast<uint8_t>(b), static_cast<uint8_t>(e), 0, t});
-      }
-      b = e + 1;
+    row.clear();
+    AppendRuns(
+        *this, s, [](int32_t t) { return t; }, &row);
+    for (size_t k = 0; k < row.size(); ++k) {
+      const auto [first, t] = row[k];
+      if (t < 0) continue;
+      const int32_t last = k + 1 < row.size() ? row[k + 1].first - 1 : 255;
+      runs.push_back(
+          {static_cast<uint8_t>(first), static_cast<uint8_t>(last), 0, t});
     }
     run_offsets.push_back(static_cast<uint32_t>(runs.size()));
   }

@@ -312,8 +312,8 @@ bool StartsChainLink(const Pda& pda, int32_t state) {
         (pda.IsFinal(s) && pda.HasBytes(s))) {
       return false;
     }
-    for (int b = 0; b < 256; ++b) {
-      const int32_t t = pda.Next(s, static_cast<uint8_t>(b));
+    for (int32_t c = 0; c < pda.num_byte_classes(); ++c) {
+      const int32_t t = pda.Next(s, pda.ClassByte(c));
       if (t == state) return false;
       if (t == Pda::kDead ||
           std::find(seen.begin(), seen.end(), t) != seen.end()) {
@@ -410,9 +410,9 @@ ChainSplit SplitByCallChain(const Pda& pda, int32_t state, int32_t return_state,
         alone = false;
       }
     }
-    for (int b = 0; b < 256 && alone; ++b) {
-      alone = pda.Next(state, static_cast<uint8_t>(b)) == Pda::kDead ||
-              pda.Next(at, static_cast<uint8_t>(b)) == Pda::kDead;
+    for (int32_t c = 0; c < pda.num_byte_classes() && alone; ++c) {
+      alone = pda.Next(state, pda.ClassByte(c)) == Pda::kDead ||
+              pda.Next(at, pda.ClassByte(c)) == Pda::kDead;
     }
     forced.push_back(alone);
     if (next < 0) {
