@@ -225,10 +225,11 @@ Grammar RemoveUnreachableRules(Grammar grammar) {
   }
 
   // Everything kept (a grammar normalized before): nothing to renumber.
-  if (static_cast<size_t>(
-          std::count(rule_kept.begin(), rule_kept.end(), true)) == num_rules &&
-      static_cast<size_t>(std::count(expr_kept.begin(), expr_kept.end(),
-                                     true)) == grammar.exprs.size()) {
+  const size_t rules_kept =
+      static_cast<size_t>(std::count(rule_kept.begin(), rule_kept.end(), true));
+  const size_t exprs_kept =
+      static_cast<size_t>(std::count(expr_kept.begin(), expr_kept.end(), true));
+  if (rules_kept == num_rules && exprs_kept == grammar.exprs.size()) {
     return grammar;
   }
   std::vector<int32_t> new_rule(num_rules, -1);
@@ -237,6 +238,8 @@ Grammar RemoveUnreachableRules(Grammar grammar) {
     if (rule_kept[r]) new_rule[r] = next_rule++;
   }
   Grammar out;
+  out.exprs.reserve(exprs_kept);
+  out.rules.reserve(rules_kept);
   std::vector<int32_t> new_expr(grammar.exprs.size(), -1);
   for (size_t i = 0; i < grammar.exprs.size(); ++i) {
     if (!expr_kept[i]) continue;
