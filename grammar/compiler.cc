@@ -155,6 +155,8 @@ std::vector<bool> InlinedRules(const Grammar& g) {
 
 // A body's copies into callers may grow the grammar at most this many times.
 constexpr int64_t kMaxAbsorbGrowth = 4;
+// Rounds of keeping as rules those that would be copied twice (below).
+constexpr int kMaxAbsorbRounds = 4;
 
 // Rules referred to only at the very end of other rules (`a ::= "x" b`):
 // the states of a pattern's automaton, which the JSON Schema converter
@@ -230,20 +232,46 @@ std::vector<bool> AbsorbedRules(const Grammar& g,
     absorbed[r] = referred[r] && !before_end[r] && !inlined[r] &&
                   static_cast<int32_t>(r) != g.root;
   }
-  // What the rules that stay rules copy.
+  // What the rules that stay rules copy. A rule that two of them would
+  // each copy stays a rule too: an object's members, each ending in its
+  // value, would otherwise carry a copy of a long string's counted chain
+  // per object. Only the first such rule on a path is kept (the rest of
+  // the chain is then copied once, into it), so rounds go on until no rule
+  // is copied twice, or up to kMaxAbsorbRounds.
   int64_t copied = 0;
-  std::vector<int32_t> mark(n, -1), work;
-  for (size_t r = 0; r < n; ++r) {
-    if (absorbed[r]) continue;
-    work.assign(at_end[r].begin(), at_end[r].end());
-    while (!work.empty()) {
-      const int32_t t = work.back();
-      work.pop_back();
-      if (!absorbed[t] || mark[t] == static_cast<int32_t>(r)) continue;
-      mark[t] = static_cast<int32_t>(r);
-      copied += size[t];
-      work.insert(work.end(), at_end[t].begin(), at_end[t].end());
+  std::vector<int32_t> mark, owner, work;
+  std::vector<bool> twice;
+  for (int round = 0;; ++round) {
+    copied = 0;
+    mark.assign(n, -1);
+    owner.assign(n, -1);
+    twice.assign(n, false);
+    for (size_t r = 0; r < n; ++r) {
+      if (absorbed[r]) continue;
+      work.assign(at_end[r].begin(), at_end[r].end());
+      while (!work.empty()) {
+        const int32_t t = work.back();
+        work.pop_back();
+        if (!absorbed[t] || mark[t] == static_cast<int32_t>(r)) continue;
+        mark[t] = static_cast<int32_t>(r);
+        copied += size[t];
+        if (owner[t] < 0) owner[t] = static_cast<int32_t>(r);
+        twice[t] = twice[t] || owner[t] != static_cast<int32_t>(r);
+        work.insert(work.end(), at_end[t].begin(), at_end[t].end());
+      }
     }
+    if (round == kMaxAbsorbRounds) break;
+    // The first rule copied twice on its path: one some rule that is not
+    // itself copied twice ends with.
+    std::vector<int32_t> kept;
+    for (size_t r = 0; r < n; ++r) {
+      if (absorbed[r] && twice[r]) continue;
+      for (int32_t t : at_end[r]) {
+        if (absorbed[t] && twice[t]) kept.push_back(t);
+      }
+    }
+    if (kept.empty()) break;
+    for (int32_t t : kept) absorbed[t] = false;
   }
   if (copied > kMaxAbsorbGrowth * total) return std::vector<bool>(n, false);
   return absorbed;

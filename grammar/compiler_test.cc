@@ -328,6 +328,35 @@ TEST(CompilerTest, RulesOnlyCopiedOrReadByCallersHaveNoStatesOfTheirOwn) {
   EXPECT_TRUE(m.CanTerminate());
 }
 
+// A rule two callers would each read at their ends stays a rule: copies
+// of a long string's counted chain, one per object member ending in it,
+// were most of some schemas' states.
+TEST(CompilerTest, RulesTwoCallersWouldCopyStayRules) {
+  GrammarCompiler compiler(*Vocabulary::FromTokens(
+      {"a", "b", "0", "<", ">", "x", "y", "</s>"}, {7}, {7}, {"small", {}, 0}));
+  // `a` is called (before `b`), `b` is read at root's end: both end with
+  // `tail`, which root would read once through `b` and `a` once more.
+  auto g = compiler.CompileEbnf(
+      "root ::= a b\n"
+      "a ::= \"x\" tail\n"
+      "b ::= \"y\" tail\n"
+      "tail ::= \"<\" [ab]* \">\" [0-9]{40}\n");
+  ASSERT_TRUE(g.ok()) << g.status();
+  const internal::Pda& pda = g->data().pda;
+  std::map<std::string, int> states;
+  for (int32_t s = 0; s < pda.num_states(); ++s) {
+    ++states[pda.RuleName(pda.StateRule(s))];
+  }
+  // Copied, `tail` had one state and `a` and `root` 44 and 45.
+  EXPECT_GT(states["tail"], 40);
+  EXPECT_LT(states["a"], 5);
+  EXPECT_LT(states["root"], 10);
+  GrammarMatcher m(*g);
+  const std::string tail = "<ab>" + std::string(40, '0');
+  EXPECT_TRUE(m.AcceptString("x" + tail + "y" + tail).ok());
+  EXPECT_TRUE(m.CanTerminate());
+}
+
 // Random right-linear rule sets, some rules also called before the end.
 TEST(CompilerTest, RulesReadAtTheirCallersEndMatchTheOracle) {
   int compared = 0;
