@@ -3325,22 +3325,17 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
                      " needs more than ", kMaxCountingRules, " grammar rules",
                      any_order ? " in any order" : ""));
   }
-  // Not a structured binding: lambdas may not capture those in C++17.
-  const std::pair<int32_t, int32_t> separator = e_.KeySeparatorParts();
-  const int32_t to_colon = separator.first, after_colon = separator.second;
   for (Member& m : members) {
-    // In any order, every state of which members were written reads the
-    // keys of those not written yet: written inline, each state would get a
-    // trie of its own (a five-property object: 743 automaton states for
-    // 64). As a rule, a key is read once for all of them. Up to its colon
-    // only: a value at a rule's end would be copied into it (compiler.cc,
-    // AbsorbedRules), a long string's count with it, and a rule ending in
-    // whitespace would leave every token that starts with a space to its
-    // callers.
-    int32_t key = e_.Seq({m.key, to_colon});
-    if (any_order) key = e_.Ref(e_.NewRule("property", key));
+    // In any order, every state of which members were written calls the
+    // members not written yet. Written inline, each state would get a trie
+    // of keys of its own (a five-property object: 743 automaton states for
+    // 64), and a state after each key, before its value. A value read at
+    // the member's end is copied into it only when no other rule would
+    // copy it too (compiler.cc, AbsorbedRules).
     auto with = [&](int32_t value) {
-      return e_.IsNothing(value) ? value : e_.Seq({key, after_colon, value});
+      if (e_.IsNothing(value)) return value;
+      const int32_t member = e_.Seq({m.key, e_.KeySeparator(), value});
+      return any_order ? e_.Ref(e_.NewRule("member", member)) : member;
     };
     m.expr = with(m.value);
     m.witness_expr = with(m.witness_value);
@@ -3354,6 +3349,21 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
     }
     return true;
   };
+  // Repeatable objects: the members that may come again in any state, as
+  // one rule all states call. Copied into each of the 2^required states,
+  // they made most of such an object's automaton (a 20 KB schema: 20,600
+  // states for 5,200).
+  int32_t repeat_rule = -1;
+  if (repeatable) {
+    std::vector<int32_t> optional;
+    for (size_t j = 0; j < n; ++j) {
+      if (bit[j] == 0) optional.push_back(members[j].expr);
+    }
+    if (has_other) optional.push_back(other);
+    if (!optional.empty()) {
+      repeat_rule = e_.NewRule("members", e_.Alt(std::move(optional)));
+    }
+  }
   using State = std::tuple<uint64_t, int64_t, bool>;
   std::map<State, int32_t> rules;
   std::vector<State> pending;
@@ -3370,19 +3380,33 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
   auto steps = [&](uint64_t seen, int64_t count, bool found, bool first) {
     std::vector<int32_t> alts;
     if (o.max_props >= 0 && count >= o.max_props) return e_.Nothing();
-    const int32_t sep = first ? e_.Bytes("") : e_.ItemSeparator(depth);
     // Writing member `expr` (or, not yet found, its witness form) and going
     // on from `next`.
     auto add = [&](int32_t expr, int32_t witness_expr, uint64_t next) {
-      alts.push_back(e_.Seq({sep, expr, state(next, count + 1, found)}));
+      alts.push_back(e_.Seq({expr, state(next, count + 1, found)}));
       if (!found && !e_.IsNothing(witness_expr)) {
-        alts.push_back(
-            e_.Seq({sep, witness_expr, state(next, count + 1, true)}));
+        alts.push_back(e_.Seq({witness_expr, state(next, count + 1, true)}));
       }
     };
-    if (any_order) {
+    if (repeatable) {
+      // Members that leave `seen` as it is share one alternative.
+      std::vector<int32_t> same;
+      if (repeat_rule >= 0) same.push_back(e_.Ref(repeat_rule));
       for (size_t j = 0; j < n; ++j) {
-        if (!repeatable && (seen & bit[j])) continue;
+        if (bit[j] == 0) continue;
+        if (seen & bit[j]) {
+          same.push_back(members[j].expr);
+        } else {
+          add(members[j].expr, members[j].witness_expr, seen | bit[j]);
+        }
+      }
+      if (!same.empty()) {
+        alts.push_back(
+            e_.Seq({e_.Alt(std::move(same)), state(seen, count + 1, found)}));
+      }
+    } else if (any_order) {
+      for (size_t j = 0; j < n; ++j) {
+        if (seen & bit[j]) continue;
         add(members[j].expr, members[j].witness_expr, seen | bit[j]);
       }
     } else {
@@ -3393,8 +3417,12 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
         if (members[j].required) break;
       }
     }
-    if (has_other) add(other, witness_other, seen);
-    return e_.Alt(std::move(alts));
+    if (has_other && !repeatable) add(other, witness_other, seen);
+    if (alts.empty()) return e_.Nothing();
+    // One separator before the choice: one per alternative made an
+    // object's states mostly copies of it.
+    return e_.Seq({first ? e_.Bytes("") : e_.ItemSeparator(depth),
+                   e_.Alt(std::move(alts))});
   };
   const bool found0 = witness == nullptr;
   const int32_t start =

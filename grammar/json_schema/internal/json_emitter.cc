@@ -197,13 +197,6 @@ int32_t JsonEmitter::KeySeparator() {
   return Bytes(layout_.key_separator);
 }
 
-std::pair<int32_t, int32_t> JsonEmitter::KeySeparatorParts() {
-  if (layout_.flexible) return {Seq({Ws(), Bytes(":")}), Ws()};
-  const std::string& separator = layout_.key_separator;
-  const size_t colon = separator.find(':') + 1;  // 0 without one
-  return {Bytes(separator.substr(0, colon)), Bytes(separator.substr(colon))};
-}
-
 int32_t JsonEmitter::AnyString() {
   if (string_rule_ < 0) {
     int32_t raw = g_.AddCharClass(RawStringRanges());

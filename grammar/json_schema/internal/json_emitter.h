@@ -29,7 +29,6 @@
 #include <set>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -90,9 +89,6 @@ class JsonEmitter {
   int32_t Empty(char open, char close);
   int32_t ItemSeparator(int depth);
   int32_t KeySeparator();
-  // KeySeparator() in two parts: up to and including its colon, and the
-  // whitespace after it.
-  std::pair<int32_t, int32_t> KeySeparatorParts();
 
   // Shared terminal rules, as references.
   int32_t AnyString();
