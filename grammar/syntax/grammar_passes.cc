@@ -162,18 +162,31 @@ Grammar MergeEqualRules(Grammar grammar) {
       StructuralIds(grammar, std::vector<int32_t>(n, 0));
   std::vector<std::vector<int32_t>> refs(n);
   std::vector<int32_t> cls(n);
+  // Whether an expression refers to a rule somewhere below it (children
+  // precede parents): the walks below skip the rest, such as a string
+  // automaton's shared tails, whose tree is far larger than its DAG.
+  std::vector<bool> refers(grammar.exprs.size(), false);
+  for (size_t e = 0; e < grammar.exprs.size(); ++e) {
+    const Expr& x = grammar.exprs[e];
+    bool below = x.kind == ExprKind::kRuleRef;
+    for (int32_t c : x.children) below = below || refers[c];
+    refers[e] = below;
+  }
   int64_t work = 0;
+  std::vector<int32_t> stack;
   for (int32_t r = 0; r < n; ++r) {
     cls[r] = shape[grammar.rules[r].body];
     // The tree, not the DAG: shared children are walked once per parent, so
     // that equal lists mean references at equal places.
-    std::vector<int32_t> stack = {grammar.rules[r].body};
+    stack.assign({grammar.rules[r].body});
     while (!stack.empty()) {
       if (++work > kMaxWork) return grammar;
       const Expr& x = grammar.exprs[stack.back()];
       stack.pop_back();
       if (x.kind == ExprKind::kRuleRef) refs[r].push_back(x.rule);
-      stack.insert(stack.end(), x.children.rbegin(), x.children.rend());
+      for (auto c = x.children.rbegin(); c != x.children.rend(); ++c) {
+        if (refers[*c]) stack.push_back(*c);
+      }
     }
   }
   // Moore's refinement from the shapes: a round splits rules whose

@@ -97,6 +97,25 @@ TEST(MergeEqualRulesTest, TheRootKeepsItsPlace) {
   EXPECT_EQ(merged.ToString(), "root ::= \"x\" root | \"y\"\n");
 }
 
+TEST(MergeEqualRulesTest, MergesRulesWhoseTreesAreFarLargerThanTheirDags) {
+  // Each body shares one choice 24 levels deep (16M nodes as a tree, 48 as
+  // a DAG) with no reference in it: only the references need walking.
+  Grammar g;
+  int32_t deep = g.AddBytes("a");
+  for (int level = 0; level < 24; ++level) {
+    deep = g.AddChoice({g.AddSequence({deep, g.AddBytes("b")}), deep});
+  }
+  const int32_t x = g.AddRule("x", g.AddBytes("x"));
+  const int32_t y = g.AddRule("y", g.AddBytes("x"));
+  const int32_t a = g.AddRule("a", g.AddSequence({deep, g.AddRuleRef(x)}));
+  const int32_t b = g.AddRule("b", g.AddSequence({deep, g.AddRuleRef(y)}));
+  g.root = g.AddRule("root", g.AddSequence({g.AddRuleRef(a), g.AddRuleRef(b)}));
+  ASSERT_TRUE(g.Validate().ok());
+  Grammar merged = MergeEqualRules(g);
+  ASSERT_TRUE(merged.Validate().ok());
+  EXPECT_EQ(merged.rules.size(), 3u);  // root, a, x
+}
+
 TEST(NullableTest, RulesAndExpressions) {
   Grammar g = Parse(
       "root ::= a b c d e f\n"
