@@ -245,30 +245,38 @@ Grammar RemoveUnreachableRules(Grammar grammar) {
   if (rules_kept == num_rules && exprs_kept == grammar.exprs.size()) {
     return grammar;
   }
+  // Compacted in place: kept expressions move down over dropped ones, and
+  // their children, which precede them, are renumbered already.
+  std::vector<int32_t> new_expr(grammar.exprs.size(), -1);
   std::vector<int32_t> new_rule(num_rules, -1);
   int32_t next_rule = 0;
   for (size_t r = 0; r < num_rules; ++r) {
     if (rule_kept[r]) new_rule[r] = next_rule++;
   }
-  Grammar out;
-  out.exprs.reserve(exprs_kept);
-  out.rules.reserve(rules_kept);
-  std::vector<int32_t> new_expr(grammar.exprs.size(), -1);
+  int32_t next_expr = 0;
   for (size_t i = 0; i < grammar.exprs.size(); ++i) {
     if (!expr_kept[i]) continue;
-    Expr e = std::move(grammar.exprs[i]);
+    Expr& e = grammar.exprs[i];
     for (int32_t& child : e.children) child = new_expr[child];
     if (e.kind == ExprKind::kRuleRef) e.rule = new_rule[e.rule];
-    new_expr[i] = static_cast<int32_t>(out.exprs.size());
-    out.exprs.push_back(std::move(e));
+    new_expr[i] = next_expr;
+    if (static_cast<size_t>(next_expr) != i) {
+      grammar.exprs[next_expr] = std::move(e);
+    }
+    ++next_expr;
   }
+  grammar.exprs.resize(next_expr);
   for (size_t r = 0; r < num_rules; ++r) {
-    if (rule_kept[r]) {
-      out.AddRule(grammar.rules[r].name, new_expr[grammar.rules[r].body]);
+    if (!rule_kept[r]) continue;
+    Rule& rule = grammar.rules[r];
+    rule.body = new_expr[rule.body];
+    if (static_cast<size_t>(new_rule[r]) != r) {
+      grammar.rules[new_rule[r]] = std::move(rule);
     }
   }
-  out.root = new_rule[grammar.root];
-  return out;
+  grammar.rules.resize(next_rule);
+  grammar.root = new_rule[grammar.root];
+  return grammar;
 }
 
 std::vector<bool> NullableExprs(const Grammar& grammar) {
