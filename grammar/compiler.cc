@@ -532,19 +532,19 @@ absl::StatusOr<CompiledGrammar> GrammarCompiler::CompileEbnf(
     const CompileOptions& options) const {
   auto g = ParseEbnf(ebnf, root_rule);
   if (!g.ok()) return g.status();
-  return Compile(*g, options);
+  return Compile(*std::move(g), options);
 }
 
 absl::StatusOr<CompiledGrammar> GrammarCompiler::CompileRegex(
     std::string_view regex, const CompileOptions& options) const {
   auto g = ParseRegex(regex);
   if (!g.ok()) return g.status();
-  return Compile(*g, options);
+  return Compile(*std::move(g), options);
 }
 
 absl::StatusOr<CompiledGrammar> GrammarCompiler::Compile(
-    const Grammar& grammar, const CompileOptions& options) const {
-  auto normalized = Normalize(grammar);
+    Grammar grammar, const CompileOptions& options) const {
+  auto normalized = Normalize(std::move(grammar));
   if (!normalized.ok()) return normalized.status();
   auto lowered = LowerToBytes(MergeEqualRules(*std::move(normalized)));
   if (!lowered.ok()) return lowered.status();

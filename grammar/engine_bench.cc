@@ -79,7 +79,7 @@ absl::StatusOr<CompiledGrammar> CompileWorkload(const GrammarCompiler& compiler,
     // Defaults: strict, any JSON whitespace, members in schema order.
     auto converted = JsonSchemaToGrammar(text);
     if (!converted.ok()) return converted.status();
-    return compiler.Compile(converted->grammar);
+    return compiler.Compile(std::move(converted->grammar));
   }
   return absl::UnimplementedError("unknown workload kind " + w.kind);
 }

@@ -197,7 +197,7 @@ absl::StatusOr<CompiledConstraint> CompileConstraint(
           ToSchemaOptions(constraint.json_options(), limits));
       if (!converted.ok()) return Prefixed(converted.status(), kind);
       dropped = std::move(converted->dropped);
-      compiled = compiler.Compile(converted->grammar, options);
+      compiled = compiler.Compile(std::move(converted->grammar), options);
       break;
     }
     case Constraint::kStructuralTag: {
@@ -206,7 +206,7 @@ absl::StatusOr<CompiledConstraint> CompileConstraint(
           ToSchemaOptions(constraint.json_options(), limits));
       if (!converted.ok()) return Prefixed(converted.status(), kind);
       dropped = std::move(converted->dropped);
-      compiled = compiler.Compile(converted->grammar, options);
+      compiled = compiler.Compile(std::move(converted->grammar), options);
       break;
     }
     case Constraint::kRegex:
@@ -225,7 +225,7 @@ absl::StatusOr<CompiledConstraint> CompileConstraint(
                                        constraint.choice().choices().end());
       auto grammar = grammar::ChoiceGrammar(choices);
       if (!grammar.ok()) return Prefixed(grammar.status(), kind);
-      compiled = compiler.Compile(*grammar, options);
+      compiled = compiler.Compile(*std::move(grammar), options);
       break;
     }
     case Constraint::KIND_NOT_SET:

@@ -169,7 +169,7 @@ CaseResult RunCase(const grammar::GrammarCompiler& compiler,
       compile_options.classify_ahead =
           std::chrono::microseconds(static_cast<int64_t>(ahead * 1000));
     }
-    g = compiler.Compile(converted->grammar, compile_options);
+    g = compiler.Compile(std::move(converted->grammar), compile_options);
   } else {
     g = converted.status();
   }

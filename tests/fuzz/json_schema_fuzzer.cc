@@ -28,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     grammard::grammar::CompileOptions compile;
     compile.max_states = 2000;
     compile.deadline = deadline;
-    auto compiled = compiler.Compile(converted->grammar, compile);
+    auto compiled = compiler.Compile(std::move(converted->grammar), compile);
     if (compiled.ok() && nul != nullptr) {
       grammard::fuzz::WalkGrammar(*compiled, nul + 1, size - text_size - 1);
     }
