@@ -276,6 +276,26 @@ TEST(CompilerTest, CopiedRulesMatchTheOracle) {
   EXPECT_GT(compared, 130);
 }
 
+// The call moves out of all of `g`'s states.
+int NumCalls(const CompiledGrammar& g) {
+  const internal::Pda& pda = g.data().pda;
+  int calls = 0;
+  for (int32_t s = 0; s < pda.num_states(); ++s) {
+    calls += static_cast<int>(pda.CallsEnd(s) - pda.CallsBegin(s));
+  }
+  return calls;
+}
+
+// How many of `g`'s states each rule has.
+std::map<std::string, int> StatesPerRule(const CompiledGrammar& g) {
+  const internal::Pda& pda = g.data().pda;
+  std::map<std::string, int> states;
+  for (int32_t s = 0; s < pda.num_states(); ++s) {
+    ++states[pda.RuleName(pda.StateRule(s))];
+  }
+  return states;
+}
+
 // Rules referred to only at their callers' ends, as a pattern's automaton
 // or an object's member states are written, need no calls: a cycle of them
 // is read inside the one rule that calls into it.
@@ -287,11 +307,7 @@ TEST(CompilerTest, RulesReferredToAtTheEndAreReadByTheirCallers) {
       "s0 ::= [^ab<>] s0 | \"a\" s1 | \"\"\n"
       "s1 ::= \"a\" s1 | \"b\" s0 | \"\"\n");
   ASSERT_TRUE(g.ok()) << g.status();
-  const internal::Pda& pda = g->data().pda;
-  int calls = 0;
-  for (int32_t s = 0; s < pda.num_states(); ++s) {
-    calls += static_cast<int>(pda.CallsEnd(s) - pda.CallsBegin(s));
-  }
+  const int calls = NumCalls(*g);
   // root calls s0 twice, the first time before ">" (so s0 stays a rule);
   // s0 reads s1, and itself again, without calls.
   EXPECT_EQ(calls, 2);
@@ -312,11 +328,7 @@ TEST(CompilerTest, RulesOnlyCopiedOrReadByCallersHaveNoStatesOfTheirOwn) {
       "tail ::= \"b\" rest | \"\"\n"
       "word ::= [ab]+ \">\"\n");
   ASSERT_TRUE(g.ok()) << g.status();
-  const internal::Pda& pda = g->data().pda;
-  std::map<std::string, int> states;
-  for (int32_t s = 0; s < pda.num_states(); ++s) {
-    ++states[pda.RuleName(pda.StateRule(s))];
-  }
+  std::map<std::string, int> states = StatesPerRule(*g);
   // A rule no call reaches keeps only its start, a state with no moves.
   EXPECT_EQ(states["pair"], 1);
   EXPECT_EQ(states["rest"], 1);
@@ -342,11 +354,7 @@ TEST(CompilerTest, RulesTwoCallersWouldCopyStayRules) {
       "b ::= \"y\" tail\n"
       "tail ::= \"<\" [ab]* \">\" [0-9]{40}\n");
   ASSERT_TRUE(g.ok()) << g.status();
-  const internal::Pda& pda = g->data().pda;
-  std::map<std::string, int> states;
-  for (int32_t s = 0; s < pda.num_states(); ++s) {
-    ++states[pda.RuleName(pda.StateRule(s))];
-  }
+  std::map<std::string, int> states = StatesPerRule(*g);
   // Copied, `tail` had one state and `a` and `root` 44 and 45.
   EXPECT_GT(states["tail"], 40);
   EXPECT_LT(states["a"], 5);
@@ -536,11 +544,7 @@ TEST(CompilerTest, RepeatableObjectsReadTheirOptionalMembersOnce) {
       options,
       {"{", "}", "\"", "a", "b", "c", "d", "k", ":", ",", "1", "</s>"});
   ASSERT_TRUE(g.ok()) << g.status();
-  const internal::Pda& pda = g->data().pda;
-  int calls = 0;
-  for (int32_t s = 0; s < pda.num_states(); ++s) {
-    calls += static_cast<int>(pda.CallsEnd(s) - pda.CallsBegin(s));
-  }
+  const int calls = NumCalls(*g);
   EXPECT_LT(calls, 150);  // 410 as copies
   GrammarMatcher m(*g);
   EXPECT_TRUE(
