@@ -84,9 +84,16 @@ std::vector<bool> InlinedRules(const Grammar& g) {
     while (!stack.empty()) {
       int32_t e = stack.back();
       stack.pop_back();
-      if (e < 0 || seen[e] == r + 1) continue;
-      seen[e] = r + 1;
+      if (e < 0) continue;
       const Expr& x = g.exprs[e];
+      // A reference counts once per expression it is a child of: a front
+      // end may share one reference expression among them (the JSON Schema
+      // emitter does), and a rule's size must not shrink for it.
+      if (seen[e] == r + 1) {
+        if (x.kind == ExprKind::kRuleRef) ++size[r];
+        continue;
+      }
+      seen[e] = r + 1;
       size[r] += x.kind == ExprKind::kRepeat
                      ? static_cast<uint64_t>(std::max(x.min, x.max)) + 1
                  : x.kind == ExprKind::kBytes ? x.bytes.size()

@@ -340,6 +340,29 @@ TEST(CompilerTest, RulesOnlyCopiedOrReadByCallersHaveNoStatesOfTheirOwn) {
   EXPECT_TRUE(m.CanTerminate());
 }
 
+// Whether a rule is copied into its callers does not depend on whether its
+// references to another rule are one shared expression or one each.
+TEST(CompilerTest, SharedReferencesWeighAsMuchAsCopies) {
+  GrammarCompiler compiler(*Vocabulary::FromTokens({"a", "z", "aa", "</s>"},
+                                                   {3}, {3}, {"small", {}, 0}));
+  for (bool shared : {false, true}) {
+    Grammar g;
+    const int32_t x = g.AddRule("x", g.AddBytes("a"));
+    const int32_t one = g.AddRuleRef(x);
+    std::vector<int32_t> refs;
+    for (int k = 0; k < 70; ++k) {
+      refs.push_back(shared ? one : g.AddRuleRef(x));
+    }
+    // 70 references: bounded, but too large to copy into `root`.
+    const int32_t link = g.AddRule("link", g.AddSequence(refs));
+    g.root =
+        g.AddRule("root", g.AddSequence({g.AddRuleRef(link), g.AddBytes("z")}));
+    absl::StatusOr<CompiledGrammar> c = compiler.Compile(g);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_GT(StatesPerRule(*c)["link"], 1) << (shared ? "shared" : "copies");
+  }
+}
+
 // A rule two callers would each read at their ends stays a rule: copies
 // of a long string's counted chain, one per object member ending in it,
 // were most of some schemas' states.
