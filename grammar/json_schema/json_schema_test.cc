@@ -168,6 +168,21 @@ TEST(JsonSchemaTest, Objects) {
          any_order);
 }
 
+TEST(JsonSchemaTest, ObjectStatesShareTheirPieces) {
+  // Six members in any order: 64 states, each choosing among the members
+  // left, and a key that is none of the six names. References to a rule,
+  // separators, brackets and the escaped and multi-byte forms of a key's
+  // characters are one expression each, not one per use.
+  JsonSchemaOptions any_order;
+  any_order.property_order = JsonPropertyOrder::kAny;
+  absl::StatusOr<JsonSchemaResult> r = JsonSchemaToGrammar(
+      R"({"properties": {"alpha": {}, "bravo": {}, "charlie": {},
+                         "delta": {}, "echo": {}, "foxtrot": {}}})",
+      any_order);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_LT(r->grammar.exprs.size(), 1000u);  // 1,762 with copies
+}
+
 TEST(JsonSchemaTest, Unevaluated) {
   Expect(R"({"properties": {"a": true}, "unevaluatedProperties": false})",
          {"{\"a\":1}", "{}"}, {"{\"b\":1}"});

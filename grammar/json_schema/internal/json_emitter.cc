@@ -1,6 +1,7 @@
 #include "grammar/json_schema/internal/json_emitter.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -164,17 +165,44 @@ int32_t JsonEmitter::Newline(int depth) {
                std::string(static_cast<size_t>(depth * layout_.indent), ' '));
 }
 
+int32_t JsonEmitter::Ref(int32_t rule) {
+  if (static_cast<size_t>(rule) >= refs_.size()) refs_.resize(rule + 1, -1);
+  if (refs_[rule] < 0) refs_[rule] = g_.AddRuleRef(rule);
+  return refs_[rule];
+}
+
+// Brackets and separators are one expression each per kind and depth,
+// referred to again: every object state and member writes them, and copies
+// were a large share of a Kubernetes schema's expressions for every pass
+// over the grammar to read.
 int32_t JsonEmitter::Open(char bracket, int depth) {
-  if (layout_.flexible) return Seq({Bytes(std::string(1, bracket)), Ws()});
-  if (indented())
-    return Seq({Bytes(std::string(1, bracket)), Newline(depth + 1)});
-  return Bytes(std::string(1, bracket));
+  auto [at, fresh] = punctuation_.try_emplace({'o', bracket, depth}, -1);
+  if (!fresh) return at->second;
+  const std::string text(1, bracket);
+  int32_t& out = at->second;
+  if (layout_.flexible) {
+    out = Seq({Bytes(text), Ws()});
+  } else if (indented()) {
+    out = Seq({Bytes(text), Newline(depth + 1)});
+  } else {
+    out = Bytes(text);
+  }
+  return out;
 }
 
 int32_t JsonEmitter::Close(char bracket, int depth) {
-  if (layout_.flexible) return Seq({Ws(), Bytes(std::string(1, bracket))});
-  if (indented()) return Seq({Newline(depth), Bytes(std::string(1, bracket))});
-  return Bytes(std::string(1, bracket));
+  auto [at, fresh] = punctuation_.try_emplace({'c', bracket, depth}, -1);
+  if (!fresh) return at->second;
+  const std::string text(1, bracket);
+  int32_t& out = at->second;
+  if (layout_.flexible) {
+    out = Seq({Ws(), Bytes(text)});
+  } else if (indented()) {
+    out = Seq({Newline(depth), Bytes(text)});
+  } else {
+    out = Bytes(text);
+  }
+  return out;
 }
 
 int32_t JsonEmitter::Empty(char open, char close) {
@@ -186,15 +214,25 @@ int32_t JsonEmitter::Empty(char open, char close) {
 }
 
 int32_t JsonEmitter::ItemSeparator(int depth) {
-  if (layout_.flexible) return Seq({Ws(), Bytes(","), Ws()});
-  if (indented())
-    return Seq({Bytes(layout_.item_separator), Newline(depth + 1)});
-  return Bytes(layout_.item_separator);
+  auto [at, fresh] = punctuation_.try_emplace({'s', ',', depth}, -1);
+  if (!fresh) return at->second;
+  int32_t& out = at->second;
+  if (layout_.flexible) {
+    out = Seq({Ws(), Bytes(","), Ws()});
+  } else if (indented()) {
+    out = Seq({Bytes(layout_.item_separator), Newline(depth + 1)});
+  } else {
+    out = Bytes(layout_.item_separator);
+  }
+  return out;
 }
 
 int32_t JsonEmitter::KeySeparator() {
-  if (layout_.flexible) return Seq({Ws(), Bytes(":"), Ws()});
-  return Bytes(layout_.key_separator);
+  if (key_separator_ < 0) {
+    key_separator_ = layout_.flexible ? Seq({Ws(), Bytes(":"), Ws()})
+                                      : Bytes(layout_.key_separator);
+  }
+  return key_separator_;
 }
 
 int32_t JsonEmitter::AnyString() {
@@ -329,6 +367,25 @@ int32_t JsonEmitter::JsonChar(const std::vector<CharRange>& ranges) {
   return JsonCharForms(ranges).all;
 }
 
+int32_t JsonEmitter::EscapedChars(uint64_t escaped) {
+  std::vector<int32_t> escapes;
+  if (escaped >> 32 & 1) escapes.push_back(Bytes("\\\""));
+  if (escaped >> 33 & 1) escapes.push_back(Bytes("\\\\"));
+  if (escaped >> 34 & 1) escapes.push_back(Bytes("\\/"));
+  std::vector<int> nibbles[2];
+  for (uint32_t c = 0; c < 0x20; ++c) {
+    if (!(escaped >> c & 1)) continue;
+    if (const char* e = ShortEscape(c)) escapes.push_back(Bytes(e));
+    nibbles[c >> 4].push_back(static_cast<int>(c & 15));
+  }
+  for (int high = 0; high < 2; ++high) {
+    if (nibbles[high].empty()) continue;
+    escapes.push_back(Seq({Bytes(high == 0 ? "\\u000" : "\\u001"),
+                           g_.AddCharClass(HexDigitsFor(nibbles[high]))}));
+  }
+  return Alt(escapes);
+}
+
 const JsonEmitter::CharForms& JsonEmitter::JsonCharForms(
     const std::vector<CharRange>& ranges) {
   std::vector<uint32_t> key;
@@ -356,25 +413,34 @@ const JsonEmitter::CharForms& JsonEmitter::JsonCharForms(
     if (r.lo < 0x80) ascii.push_back({r.lo, std::min<uint32_t>(r.hi, 0x7f)});
     if (r.hi >= 0x80) wide.push_back({std::max<uint32_t>(r.lo, 0x80), r.hi});
   }
-  std::vector<int32_t> escapes;
-  if (Contains(ranges, '"')) escapes.push_back(Bytes("\\\""));
-  if (Contains(ranges, '\\')) escapes.push_back(Bytes("\\\\"));
-  if (Contains(ranges, '/')) escapes.push_back(Bytes("\\/"));
-  std::vector<int> nibbles[2];
+  // The multi-byte and escaped groups are alike for most sets of ranges
+  // (all characters but a few ASCII ones, in each state of a key that is
+  // none of the declared names): one expression each, not a copy per set
+  // for every pass over the grammar to read.
+  uint64_t escaped = 0;  // bit c: control character c; 32-34: " \ /
   for (uint32_t c = 0; c < 0x20; ++c) {
-    if (!Contains(ranges, c)) continue;
-    if (const char* e = ShortEscape(c)) escapes.push_back(Bytes(e));
-    nibbles[c >> 4].push_back(static_cast<int>(c & 15));
+    if (Contains(ranges, c)) escaped |= uint64_t{1} << c;
   }
-  for (int high = 0; high < 2; ++high) {
-    if (nibbles[high].empty()) continue;
-    escapes.push_back(Seq({Bytes(high == 0 ? "\\u000" : "\\u001"),
-                           g_.AddCharClass(HexDigitsFor(nibbles[high]))}));
-  }
+  if (Contains(ranges, '"')) escaped |= uint64_t{1} << 32;
+  if (Contains(ranges, '\\')) escaped |= uint64_t{1} << 33;
+  if (Contains(ranges, '/')) escaped |= uint64_t{1} << 34;
   CharForms f;
   if (!ascii.empty()) f.groups.push_back(g_.AddCharClass(ascii));
-  if (!wide.empty()) f.groups.push_back(g_.AddCharClass(wide));
-  if (!escapes.empty()) f.groups.push_back(Alt(escapes));
+  if (!wide.empty()) {
+    std::vector<uint32_t> wide_key;
+    for (const CharRange& r : wide) {
+      wide_key.push_back(r.lo);
+      wide_key.push_back(r.hi);
+    }
+    auto [at, fresh] = wide_chars_.try_emplace(std::move(wide_key), -1);
+    if (fresh) at->second = g_.AddCharClass(wide);
+    f.groups.push_back(at->second);
+  }
+  if (escaped != 0) {
+    auto [at, fresh] = escaped_chars_.try_emplace(escaped, -1);
+    if (fresh) at->second = EscapedChars(escaped);
+    f.groups.push_back(at->second);
+  }
   f.all = Alt(f.groups);
   return json_chars_.emplace(std::move(key), std::move(f)).first->second;
 }
@@ -607,6 +673,12 @@ int32_t JsonEmitter::EmitDfa(
   }
   std::vector<int32_t> expr(n, -1);
   auto ref = [&](int32_t t) { return is_rule[t] ? Ref(rule_of[t]) : expr[t]; };
+  // A group and the loop it leads into (a key that is none of the
+  // declared names: its any-character tail, left from each state), written
+  // once for all the states that share both (JsonCharForms). A rule with
+  // such a loop is unbounded, so sharing leaves its inlining alone
+  // (compiler.cc weighs bounded rules by their size).
+  std::map<std::pair<int32_t, int32_t>, int32_t> into_loop;
   for (int32_t s : order) {
     std::vector<int32_t> alts;
     for (const auto& [t, ranges] : out[s]) {
@@ -616,7 +688,15 @@ int32_t JsonEmitter::EmitDfa(
       // targets would multiply down nested states.
       const std::vector<int32_t> groups = symbol(ranges);
       if (is_rule[t] || out[t].empty()) {
-        for (int32_t group : groups) alts.push_back(Seq({group, ref(t)}));
+        for (int32_t group : groups) {
+          if (is_rule[t] || self[t].empty()) {
+            alts.push_back(Seq({group, ref(t)}));
+            continue;
+          }
+          auto [at, fresh] = into_loop.try_emplace({group, t}, -1);
+          if (fresh) at->second = Seq({group, ref(t)});
+          alts.push_back(at->second);
+        }
       } else {
         alts.push_back(Seq({Alt(groups), ref(t)}));
       }

@@ -29,6 +29,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -77,7 +78,11 @@ class JsonEmitter {
   int32_t Seq(std::vector<int32_t> parts);
   int32_t Alt(std::vector<int32_t> parts);
   int32_t Bytes(std::string_view bytes) { return g_.AddBytes(bytes); }
-  int32_t Ref(int32_t rule) { return g_.AddRuleRef(rule); }
+  // One expression per rule, referred to again: each object state and
+  // member refers to the same rules, and a copy per use was a third of a
+  // Kubernetes schema's expressions, for every pass over the grammar to
+  // read.
+  int32_t Ref(int32_t rule);
   int32_t Nothing() { return g_.AddCharClass({}); }
   bool IsEpsilon(int32_t expr) const;
   bool IsNothing(int32_t expr) const;
@@ -141,12 +146,21 @@ class JsonEmitter {
  private:
   int32_t Newline(int depth);
   int32_t Hex4NonSurrogate();
+  // The escaped forms of the characters set in `escaped` (JsonCharForms).
+  int32_t EscapedChars(uint64_t escaped);
 
   Grammar& g_;
   JsonLayout layout_;
   std::map<std::string, int32_t> rule_names_;
   std::set<std::string> used_names_;
   std::map<std::vector<uint32_t>, CharForms> json_chars_;
+  // JsonCharForms' shared groups: by ranges, and by EscapedChars' bits.
+  std::map<std::vector<uint32_t>, int32_t> wide_chars_;
+  std::map<uint64_t, int32_t> escaped_chars_;
+  std::vector<int32_t> refs_;  // per rule, -1 until first needed
+  // Open, Close and ItemSeparator by (kind, bracket, depth); KeySeparator.
+  std::map<std::tuple<char, char, int>, int32_t> punctuation_;
+  int32_t key_separator_ = -1;
   int32_t ws_rule_ = -1;
   int32_t string_rule_ = -1;
   int32_t number_rule_ = -1;
