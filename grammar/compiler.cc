@@ -246,12 +246,13 @@ std::vector<bool> AbsorbedRules(const Grammar& g,
   // the chain is then copied once, into it), so rounds go on until no rule
   // is copied twice, or up to kMaxAbsorbRounds.
   int64_t copied = 0;
-  std::vector<int32_t> mark, owner, work;
+  // mark[t]: the last staying rule whose walk reached t. Reached before by
+  // another rule's walk, t is copied twice.
+  std::vector<int32_t> mark, work;
   std::vector<bool> twice;
   for (int round = 0;; ++round) {
     copied = 0;
     mark.assign(n, -1);
-    owner.assign(n, -1);
     twice.assign(n, false);
     for (size_t r = 0; r < n; ++r) {
       if (absorbed[r]) continue;
@@ -260,10 +261,9 @@ std::vector<bool> AbsorbedRules(const Grammar& g,
         const int32_t t = work.back();
         work.pop_back();
         if (!absorbed[t] || mark[t] == static_cast<int32_t>(r)) continue;
+        twice[t] = twice[t] || mark[t] >= 0;
         mark[t] = static_cast<int32_t>(r);
         copied += size[t];
-        if (owner[t] < 0) owner[t] = static_cast<int32_t>(r);
-        twice[t] = twice[t] || owner[t] != static_cast<int32_t>(r);
         work.insert(work.end(), at_end[t].begin(), at_end[t].end());
       }
     }
