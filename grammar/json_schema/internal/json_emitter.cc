@@ -101,6 +101,25 @@ const char* ShortEscape(uint32_t cp) {
   }
 }
 
+// `ranges` as a map key: their bounds in order.
+std::vector<uint32_t> RangesKey(const std::vector<CharRange>& ranges) {
+  std::vector<uint32_t> key;
+  for (const CharRange& r : ranges) {
+    key.push_back(r.lo);
+    key.push_back(r.hi);
+  }
+  return key;
+}
+
+// The expression `make` writes for `key`, written once and found again
+// in `memo` (a std::map to expression ids) after that.
+template <typename Map, typename Make>
+int32_t Once(Map* memo, typename Map::key_type key, Make make) {
+  auto [at, fresh] = memo->try_emplace(std::move(key), -1);
+  if (fresh) at->second = make();
+  return at->second;
+}
+
 }  // namespace
 
 JsonEmitter::JsonEmitter(Grammar* grammar, JsonLayout layout)
@@ -176,33 +195,21 @@ int32_t JsonEmitter::Ref(int32_t rule) {
 // were a large share of a Kubernetes schema's expressions for every pass
 // over the grammar to read.
 int32_t JsonEmitter::Open(char bracket, int depth) {
-  auto [at, fresh] = punctuation_.try_emplace({'o', bracket, depth}, -1);
-  if (!fresh) return at->second;
-  const std::string text(1, bracket);
-  int32_t& out = at->second;
-  if (layout_.flexible) {
-    out = Seq({Bytes(text), Ws()});
-  } else if (indented()) {
-    out = Seq({Bytes(text), Newline(depth + 1)});
-  } else {
-    out = Bytes(text);
-  }
-  return out;
+  return Once(&punctuation_, {'o', bracket, depth}, [&] {
+    const std::string text(1, bracket);
+    if (layout_.flexible) return Seq({Bytes(text), Ws()});
+    if (indented()) return Seq({Bytes(text), Newline(depth + 1)});
+    return Bytes(text);
+  });
 }
 
 int32_t JsonEmitter::Close(char bracket, int depth) {
-  auto [at, fresh] = punctuation_.try_emplace({'c', bracket, depth}, -1);
-  if (!fresh) return at->second;
-  const std::string text(1, bracket);
-  int32_t& out = at->second;
-  if (layout_.flexible) {
-    out = Seq({Ws(), Bytes(text)});
-  } else if (indented()) {
-    out = Seq({Newline(depth), Bytes(text)});
-  } else {
-    out = Bytes(text);
-  }
-  return out;
+  return Once(&punctuation_, {'c', bracket, depth}, [&] {
+    const std::string text(1, bracket);
+    if (layout_.flexible) return Seq({Ws(), Bytes(text)});
+    if (indented()) return Seq({Newline(depth), Bytes(text)});
+    return Bytes(text);
+  });
 }
 
 int32_t JsonEmitter::Empty(char open, char close) {
@@ -214,17 +221,13 @@ int32_t JsonEmitter::Empty(char open, char close) {
 }
 
 int32_t JsonEmitter::ItemSeparator(int depth) {
-  auto [at, fresh] = punctuation_.try_emplace({'s', ',', depth}, -1);
-  if (!fresh) return at->second;
-  int32_t& out = at->second;
-  if (layout_.flexible) {
-    out = Seq({Ws(), Bytes(","), Ws()});
-  } else if (indented()) {
-    out = Seq({Bytes(layout_.item_separator), Newline(depth + 1)});
-  } else {
-    out = Bytes(layout_.item_separator);
-  }
-  return out;
+  return Once(&punctuation_, {'s', ',', depth}, [&] {
+    if (layout_.flexible) return Seq({Ws(), Bytes(","), Ws()});
+    if (indented()) {
+      return Seq({Bytes(layout_.item_separator), Newline(depth + 1)});
+    }
+    return Bytes(layout_.item_separator);
+  });
 }
 
 int32_t JsonEmitter::KeySeparator() {
@@ -388,11 +391,7 @@ int32_t JsonEmitter::EscapedChars(uint64_t escaped) {
 
 const JsonEmitter::CharForms& JsonEmitter::JsonCharForms(
     const std::vector<CharRange>& ranges) {
-  std::vector<uint32_t> key;
-  for (const CharRange& r : ranges) {
-    key.push_back(r.lo);
-    key.push_back(r.hi);
-  }
+  std::vector<uint32_t> key = RangesKey(ranges);
   auto it = json_chars_.find(key);
   if (it != json_chars_.end()) return it->second;
   std::vector<CharRange> raw;
@@ -427,19 +426,12 @@ const JsonEmitter::CharForms& JsonEmitter::JsonCharForms(
   CharForms f;
   if (!ascii.empty()) f.groups.push_back(g_.AddCharClass(ascii));
   if (!wide.empty()) {
-    std::vector<uint32_t> wide_key;
-    for (const CharRange& r : wide) {
-      wide_key.push_back(r.lo);
-      wide_key.push_back(r.hi);
-    }
-    auto [at, fresh] = wide_chars_.try_emplace(std::move(wide_key), -1);
-    if (fresh) at->second = g_.AddCharClass(wide);
-    f.groups.push_back(at->second);
+    f.groups.push_back(Once(&wide_chars_, RangesKey(wide),
+                            [&] { return g_.AddCharClass(wide); }));
   }
   if (escaped != 0) {
-    auto [at, fresh] = escaped_chars_.try_emplace(escaped, -1);
-    if (fresh) at->second = EscapedChars(escaped);
-    f.groups.push_back(at->second);
+    f.groups.push_back(
+        Once(&escaped_chars_, escaped, [&] { return EscapedChars(escaped); }));
   }
   f.all = Alt(f.groups);
   return json_chars_.emplace(std::move(key), std::move(f)).first->second;
@@ -693,9 +685,9 @@ int32_t JsonEmitter::EmitDfa(
             alts.push_back(Seq({group, ref(t)}));
             continue;
           }
-          auto [at, fresh] = into_loop.try_emplace({group, t}, -1);
-          if (fresh) at->second = Seq({group, ref(t)});
-          alts.push_back(at->second);
+          alts.push_back(Once(&into_loop, {group, t}, [&] {
+            return Seq({group, ref(t)});
+          }));
         }
       } else {
         alts.push_back(Seq({Alt(groups), ref(t)}));
