@@ -255,23 +255,21 @@ TEST(GrammarCacheTest, AGrammarsGrowthIsChargedAtItsNextHit) {
   // What the grammar will hold after its first mask (its tables, and the
   // slots they live in, are made then), measured on a twin: the budget fits
   // both entries before it grows and the grown one alone after.
-  size_t grown = 0;
-  {
-    GrammarEntry twin;
-    twin.grammar = *compiler.CompileRegex("[ab]+x", on_demand);
-    grammar::GrammarMatcher matcher(*twin.grammar);
-    std::vector<uint32_t> row(twin.grammar->mask_words());
+  auto first_mask = [](const grammar::CompiledGrammar& g) {
+    grammar::GrammarMatcher matcher(g);
+    std::vector<uint32_t> row(g.mask_words());
     matcher.FillNextTokenMask(row.data());
-    grown = twin.Bytes();
-  }
+  };
+  GrammarEntry twin;
+  twin.grammar = *compiler.CompileRegex("[ab]+x", on_demand);
+  first_mask(*twin.grammar);
+  const size_t grown = twin.Bytes();
   ASSERT_GT(grown, before);
   GrammarCache cache(grown + other->Bytes() - 1, &metrics);
   cache.Insert(entry);
   cache.Insert(other);
   EXPECT_EQ(cache.size(), 2u);
-  grammar::GrammarMatcher matcher(*entry->grammar);
-  std::vector<uint32_t> row(entry->grammar->mask_words());
-  matcher.FillNextTokenMask(row.data());
+  first_mask(*entry->grammar);
   ASSERT_GT(entry->Bytes(), before);
   EXPECT_EQ(cache.Find("g"), entry);
   EXPECT_EQ(cache.bytes(), entry->Bytes());
