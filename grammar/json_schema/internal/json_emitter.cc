@@ -685,8 +685,10 @@ int32_t JsonEmitter::EmitDfa(
             alts.push_back(Seq({group, ref(t)}));
             continue;
           }
+          // A loop state is an expression, not a rule: ref(t) writes nothing.
+          const int32_t loop = ref(t);
           alts.push_back(Once(&into_loop, {group, t}, [&] {
-            return Seq({group, ref(t)});
+            return Seq({group, loop});
           }));
         }
       } else {
