@@ -515,6 +515,28 @@ TEST(EngineTest, AlikeStatesReadTheirNextBytesAlike) {
   EXPECT_GT(apart_pairs, 200);
 }
 
+TEST(EngineTest, AlikeOfARuleTooLargeForOneLevelComparesNothing) {
+  // A counted string of 10 characters has a dozen states: with work for
+  // fewer than two levels of them, no state is alike to another (level 0
+  // alone never lets a context be shared), and none is walked.
+  E counted = Empty();
+  for (int i = 0; i < 10; ++i)
+    counted = Alt({Empty(), Seq({Range('b', 'c'), std::move(counted)})});
+  Nfa nfa = BuildNfa({Seq({Range('a', 'a'), counted, Range('a', 'a')})});
+  ASSERT_TRUE(nfa.PruneUnproductive(0).ok());
+  auto pda = nfa.Determinize(0, 1000);
+  ASSERT_TRUE(pda.ok()) << pda.status();
+  const Pda::Alike wide = pda->AlikeUpTo(0, 4);
+  ASSERT_GE(wide.states.size(), 12u);
+  EXPECT_EQ(wide.depth, 4);
+  const auto n = static_cast<int64_t>(wide.states.size());
+  const Pda::Alike narrow = pda->AlikeUpTo(0, 4, 2 * n - 1);
+  EXPECT_EQ(narrow.depth, -1);
+  EXPECT_TRUE(narrow.states.empty());
+  EXPECT_EQ(narrow.SharedDepth(wide.states[1], wide.states[2]), -1);
+  EXPECT_EQ(pda->AlikeUpTo(0, 4, 2 * n).depth, 1);
+}
+
 // Every string over `bytes` of 1 to `max_len` bytes: tokens long enough to
 // tell apart the positions of a counted string near its bound.
 std::shared_ptr<const Vocabulary> DenseVocab(const std::string& bytes,
@@ -526,6 +548,23 @@ std::shared_ptr<const Vocabulary> DenseVocab(const std::string& bytes,
   }
   tokens[0] = "<eos>";
   return *Vocabulary::FromTokens(tokens, {0}, {0}, {"dense", {}, 0});
+}
+
+TEST(EngineTest, LeaversOutOfBudgetThatLandNowhereAreRejected) {
+  // The root rule 'a' [b-c]? has no caller: a token that leaves it with
+  // bytes left ("ad", "bb" after the optional byte) dies, and needs no
+  // byte read in the callers to say so, even with no budget for any.
+  Nfa nfa = BuildNfa({Seq({Range('a', 'a'), Alt({Empty(), Range('b', 'c')})})});
+  ASSERT_TRUE(nfa.PruneUnproductive(0).ok());
+  auto pda = nfa.Determinize(0, 100);
+  ASSERT_TRUE(pda.ok()) << pda.status();
+  auto index = std::make_shared<TokenIndex>(DenseVocab("abcd", 3));
+  const int32_t start = pda->RuleStart(0);
+  std::optional<StateTokens> unread =
+      ClassifyLeafState(*pda, *index, start, index->leaf_cache(), 0);
+  ASSERT_TRUE(unread.has_value());
+  EXPECT_TRUE(unread->uncertain.empty());
+  EXPECT_TRUE(ClassifyState(*pda, *index, start).uncertain.empty());
 }
 
 TEST(EngineTest, LeafWalksShareTheSubtreesOfFirstBytesThatLeadToOneForm) {
@@ -699,6 +738,130 @@ TEST(EngineTest, ChainContextsGiveTheOraclesMasks) {
   }
   EXPECT_GT(chains, 120);  // most characters are a chain's link
   EXPECT_GT(steps, 1500);
+}
+
+TEST(EngineTest, ChainContextsBuiltFromAlikeOnesEqualFreshOnes) {
+  // Every position of a counted character in one table, later ones from
+  // earlier alike positions, against a fresh table per position.
+  int shared = 0, contexts = 0;
+  for (uint32_t seed = 1; seed <= 100; ++seed) {
+    std::mt19937 rng(seed);
+    Nfa nfa = BuildNfa(ChainGrammar(&rng));
+    ASSERT_TRUE(nfa.PruneUnproductive(0).ok());
+    auto pda = nfa.Determinize(0, 10000);
+    ASSERT_TRUE(pda.ok()) << pda.status();
+    auto index = std::make_shared<TokenIndex>(
+        seed % 2 == 0 ? DenseVocab("abcde", 3) : RandomVocab(&rng));
+    const int32_t words = (index->vocab().size() + 31) / 32;
+    const int32_t link = pda->RuleStart(1);
+    auto data = MakeGrammarData(index, *pda);
+    ASSERT_TRUE(data.ok()) << data.status();
+    const TokenTable& table = (*data)->table;
+    const StateTokens* tokens = table.For(link);
+    if (tokens == nullptr || tokens->uncertain.empty()) continue;
+    const std::vector<int32_t>& returns = pda->ReturnStates(1);
+    for (size_t k = 0; k < returns.size(); ++k) {
+      const int32_t r = returns[k];
+      for (size_t e = 0; e < k; ++e) {
+        if (pda->AlikeUpTo(0, 32).SharedDepth(returns[e], r) > 0) {
+          ++shared;
+          break;
+        }
+      }
+      const ContextTokens* got = table.Context(link, r);
+      auto fresh_data = MakeGrammarData(index, *pda);
+      ASSERT_TRUE(fresh_data.ok());
+      const TokenTable& fresh = (*fresh_data)->table;
+      fresh.For(link);
+      const ContextTokens* want = fresh.Context(link, r);
+      ASSERT_EQ(got == nullptr, want == nullptr);
+      if (got == nullptr) continue;
+      ++contexts;
+      ExpectSameContext(
+          *got, *want, words,
+          "seed " + std::to_string(seed) + " return " + std::to_string(r));
+    }
+  }
+  EXPECT_GT(contexts, 300);
+  EXPECT_GT(shared, 100);
+}
+
+TEST(EngineTest, ChainContextsOfTwoRulesAreNotShared) {
+  // Two rules count the same character alike, one followed by 'a' and the
+  // other by 'b': their positions read the link's bytes alike, but a token
+  // leaving either rule lands in a different caller.
+  E counted = Empty();
+  for (int i = 0; i < 6; ++i)
+    counted = Alt({Empty(), Seq({Call(1), std::move(counted)})});
+  Nfa nfa = BuildNfa(
+      {Alt({Seq({Call(2), Range('a', 'a')}), Seq({Call(3), Range('b', 'b')})}),
+       Range('c', 'd'), counted, counted});
+  ASSERT_TRUE(nfa.PruneUnproductive(0).ok());
+  auto pda = nfa.Determinize(0, 1000);
+  ASSERT_TRUE(pda.ok()) << pda.status();
+  auto index = std::make_shared<TokenIndex>(DenseVocab("abcd", 3));
+  const int32_t words = (index->vocab().size() + 31) / 32;
+  const int32_t link = pda->RuleStart(1);
+  auto data = MakeGrammarData(index, *pda);
+  ASSERT_TRUE(data.ok()) << data.status();
+  const TokenTable& table = (*data)->table;
+  ASSERT_NE(table.For(link), nullptr);
+  int across = 0;
+  const std::vector<int32_t>& returns = pda->ReturnStates(1);
+  for (int32_t r : returns) {
+    for (int32_t other : returns) {
+      if (pda->StateRule(other) == pda->StateRule(r)) continue;
+      ++across;
+      EXPECT_FALSE(SameChainReading(*pda, link, r, other, 3));
+    }
+    const ContextTokens* got = table.Context(link, r);
+    auto fresh_data = MakeGrammarData(index, *pda);
+    ASSERT_TRUE(fresh_data.ok());
+    const TokenTable& fresh = (*fresh_data)->table;
+    fresh.For(link);
+    const ContextTokens* want = fresh.Context(link, r);
+    ASSERT_EQ(got == nullptr, want == nullptr);
+    if (got != nullptr) {
+      ExpectSameContext(*got, *want, words, "return " + std::to_string(r));
+    }
+  }
+  EXPECT_GT(across, 10);
+}
+
+TEST(EngineTest, ChainLinksAreReadOncePerVocabulary) {
+  // Two grammars counting the same character differently: the second
+  // reads its link's tokens from the first's walk, kept in the
+  // vocabulary's cache, and gets the reading a fresh walk gives.
+  std::mt19937 rng(7);
+  std::vector<E> first = ChainGrammar(&rng);
+  const std::shared_ptr<const Vocabulary> vocab = DenseVocab("abcde", 4);
+  auto index = std::make_shared<TokenIndex>(vocab);
+  std::optional<LinkReading> readings[2];
+  for (int g = 0; g < 2; ++g) {
+    std::vector<E> rules = first;
+    if (g == 1) {
+      // One more counted character before the tail.
+      rules[0] = Seq({Call(1), std::move(rules[0])});
+    }
+    Nfa nfa = BuildNfa(rules);
+    ASSERT_TRUE(nfa.PruneUnproductive(0).ok());
+    auto pda = nfa.Determinize(0, 10000);
+    ASSERT_TRUE(pda.ok()) << pda.status();
+    const int32_t link = pda->RuleStart(1);
+    auto data = MakeGrammarData(index, *pda);
+    ASSERT_TRUE(data.ok()) << data.status();
+    const StateTokens* tokens = (*data)->table.For(link);
+    ASSERT_NE(tokens, nullptr);
+    const size_t before = index->leaf_cache()->entries();
+    readings[g] = ReadAsLinks(*pda, *index, link, tokens->uncertain);
+    ASSERT_TRUE(readings[g].has_value());
+    EXPECT_EQ(index->leaf_cache()->entries() - before, g == 0 ? 1u : 0u);
+    auto fresh = std::make_shared<TokenIndex>(vocab);
+    std::optional<LinkReading> want =
+        ReadAsLinks(*pda, *fresh, link, tokens->uncertain);
+    EXPECT_EQ(readings[g]->strings, want->strings);
+    EXPECT_EQ(readings[g]->end, want->end);
+  }
 }
 
 CompiledGrammar Compile(Nfa nfa, std::shared_ptr<const Vocabulary> vocab) {

@@ -34,6 +34,7 @@
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "grammar/internal/pda.h"
@@ -61,21 +62,51 @@ struct LeafWalk {
   size_t MemoryBytes() const;
 };
 
-// Walks by canonical DFA form, least recently used dropped past max_bytes.
+// What a chain's link (see ReadAsLinks in token_table.h) makes of every
+// token: per id, (whole strings read << 2) | LinkReading::End. Like a walk,
+// it depends only on the link's DFA, the same `char` in every JSON schema
+// with a maxLength, so it is kept per vocabulary.
+struct LinkCodes {
+  std::vector<uint32_t> by_id;
+
+  size_t MemoryBytes() const;
+};
+
+// Walks and link codes by canonical DFA form (keys tagged apart by their
+// makers), least recently used dropped past max_bytes.
 class LeafCache {
  public:
   explicit LeafCache(size_t max_bytes) : max_bytes_(max_bytes) {}
   LeafCache(const LeafCache&) = delete;
   LeafCache& operator=(const LeafCache&) = delete;
 
-  std::shared_ptr<const LeafWalk> Find(const std::string& key);
-  // Keeps `walk` unless it alone is over the budget.
-  void Insert(const std::string& key, std::shared_ptr<const LeafWalk> walk);
+  // Null when absent, or kept under `key` as the other type.
+  template <typename T>
+  std::shared_ptr<const T> Find(const std::string& key) {
+    Value v = FindValue(key);
+    auto* p = std::get_if<std::shared_ptr<const T>>(&v);
+    return p == nullptr ? nullptr : *p;
+  }
+  // Keeps `value` unless it alone is over the budget.
+  template <typename T>
+  void Insert(const std::string& key, std::shared_ptr<const T> value) {
+    const size_t size = value->MemoryBytes();
+    InsertValue(key, Value(std::move(value)), size);
+  }
   size_t bytes() const;
   size_t entries() const;
 
  private:
-  using Entry = std::pair<std::string, std::shared_ptr<const LeafWalk>>;
+  using Value = std::variant<std::shared_ptr<const LeafWalk>,
+                             std::shared_ptr<const LinkCodes>>;
+  struct Entry {
+    std::string key;
+    Value value;
+    size_t bytes;  // key and value
+  };
+  Value FindValue(const std::string& key);
+  void InsertValue(const std::string& key, Value value, size_t value_bytes);
+
   const size_t max_bytes_;
   mutable std::mutex mu_;
   std::list<Entry> lru_;  // most recent first

@@ -111,14 +111,17 @@ class Pda {
   // any token alike. Sufficient, not exact: a call of a rule that may match
   // nothing returns alike only to the very same state.
   // Levels past `max_work` / (rule states) are not compared (depth is then
-  // less than asked).
-  // Cost: O(rule states x (256 + depth x moves)) time, on demand; memory a
-  // few ints per state of the rule (the classes as a tree of splits).
+  // less than asked); with work for fewer than two levels, none is (depth
+  // -1, no states: level 0 alone tells nothing worth sharing).
+  // Cost: O(states) to count the rule's, then O(rule states x (256 + depth
+  // x moves)) time, on demand; memory a few ints per state of the rule (the
+  // classes as a tree of splits).
   struct Alike {
     std::vector<int32_t> states;  // the rule's states, ascending
     int32_t depth = 0;
     // The largest k <= depth at which states `a` and `b` (both of the rule)
-    // share a class, or -1 when they differ even at level 0; O(depth).
+    // share a class, or -1 when they differ even at level 0 or nothing was
+    // compared; O(depth).
     int32_t SharedDepth(int32_t a, int32_t b) const;
     size_t MemoryBytes() const;
 

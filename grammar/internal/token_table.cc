@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <iterator>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <unordered_map>
 
 #include "grammar/internal/leaf_tokens.h"
@@ -328,18 +331,16 @@ bool StartsChainLink(const Pda& pda, int32_t state) {
   return true;
 }
 
-}  // namespace
-
-std::optional<LinkReading> ReadAsLinks(const Pda& pda, const TokenIndex& index,
-                                       int32_t state,
-                                       const std::vector<int32_t>& uncertain) {
-  if (!StartsChainLink(pda, state)) return std::nullopt;
-  // Per token id, (strings << 2) | end, for the ids of `uncertain`.
-  std::vector<uint32_t> by_id(index.vocab().size(), 0);
+// LinkCodes of the chain's link starting at `state`: one walk of the whole
+// trie, since a token of the link's strings never dies (llama3: 2.4 ms).
+LinkCodes ReadLinkCodes(const Pda& pda, const TokenIndex& index,
+                        int32_t state) {
+  LinkCodes codes;
+  codes.by_id.assign(index.vocab().size(), 0);
   auto mark = [&](int32_t begin, int32_t end, int32_t strings,
                   LinkReading::End how) {
     const uint32_t code = (static_cast<uint32_t>(strings) << 2) | how;
-    for (int32_t t = begin; t < end; ++t) by_id[index.id(t)] = code;
+    for (int32_t t = begin; t < end; ++t) codes.by_id[index.id(t)] = code;
   };
   // Per depth of the trie path: the rule's state (`state` between strings)
   // and the strings read whole so far.
@@ -374,24 +375,95 @@ std::optional<LinkReading> ReadAsLinks(const Pda& pda, const TokenIndex& index,
     }
     ++node;
   }
+  return codes;
+}
+
+}  // namespace
+
+std::optional<LinkReading> ReadAsLinks(const Pda& pda, const TokenIndex& index,
+                                       int32_t state,
+                                       const std::vector<int32_t>& uncertain) {
+  if (!StartsChainLink(pda, state)) return std::nullopt;
+  // The codes depend only on the link's DFA: every grammar of the
+  // vocabulary with the same link (JSON's `char`) reads them from the cache.
+  const std::optional<std::string> form =
+      LeafForm(pda, state, kMaxChainLinkStates);
+  const std::string key = form ? "L" + *form : std::string();
+  std::shared_ptr<const LinkCodes> codes;
+  if (!key.empty()) codes = index.leaf_cache()->Find<LinkCodes>(key);
+  if (codes == nullptr) {
+    codes = std::make_shared<const LinkCodes>(ReadLinkCodes(pda, index, state));
+    if (!key.empty()) index.leaf_cache()->Insert(key, codes);
+  }
   LinkReading out;
   out.strings.reserve(uncertain.size());
   out.end.reserve(uncertain.size());
-  for (int32_t id : uncertain) {
+  out.words = (index.vocab().size() + 31) / 32;
+  std::vector<uint32_t> within(out.words, 0);
+  for (size_t k = 0; k < uncertain.size(); ++k) {
     // A token the trie walk did not mark cannot be uncertain; read as one
     // that leaves after no string, it is left unsettled.
-    out.strings.push_back(static_cast<uint16_t>(by_id[id] >> 2));
-    out.end.push_back(static_cast<LinkReading::End>(by_id[id] & 3));
+    const int32_t id = uncertain[k];
+    const uint32_t code = codes->by_id[id];
+    const auto n = static_cast<uint16_t>(code >> 2);
+    const auto how = static_cast<LinkReading::End>(code & 3);
+    out.strings.push_back(n);
+    out.end.push_back(how);
+    out.longest = std::max<int32_t>(out.longest, n);
+    if (n == 0 || how == LinkReading::kLeaves) {
+      out.leaving.push_back(static_cast<int32_t>(k));
+    } else if (how == LinkReading::kDies) {
+      out.dying.push_back(static_cast<int32_t>(k));
+    } else {
+      within[id >> 5] |= 1u << (id & 31);
+    }
   }
+  out.within = TokenSet::FromBits(std::move(within));
   return out;
+}
+
+size_t LinkReading::MemoryBytes() const {
+  return strings.size() * sizeof(uint16_t) + end.size() * sizeof(End) +
+         within.MemoryBytes() +
+         (leaving.size() + dying.size()) * sizeof(int32_t);
+}
+
+bool SameChainReading(const Pda& pda, int32_t state, int32_t a, int32_t b,
+                      int32_t longest) {
+  const int32_t rule = pda.StateRule(state);
+  // Rules apart, leaving them lands in different callers.
+  if (pda.StateRule(a) != pda.StateRule(b)) return false;
+  for (int32_t i = 0; i < longest; ++i) {
+    if (a == b) return true;  // the same from here on
+    if (pda.IsFinal(a) != pda.IsFinal(b)) return false;
+    for (int32_t c = 0; c < pda.num_byte_classes(); ++c) {
+      const uint8_t byte = pda.ClassByte(c);
+      if (pda.Next(a, byte) != pda.Next(b, byte)) return false;
+    }
+    const PdaCall *ca = pda.CallsBegin(a), *cb = pda.CallsBegin(b);
+    if (pda.CallsEnd(a) - ca != pda.CallsEnd(b) - cb) return false;
+    int32_t next_a = -1, next_b = -1;
+    for (; ca != pda.CallsEnd(a); ++ca, ++cb) {
+      if (ca->rule != cb->rule) return false;
+      if (ca->rule == rule) {
+        next_a = ca->return_state;
+        next_b = cb->return_state;
+      } else if (ca->return_state != cb->return_state) {
+        return false;
+      }
+    }
+    if (next_a < 0) return true;  // the chain ends at both
+    a = next_a;
+    b = next_b;
+  }
+  return true;
 }
 
 ChainSplit SplitByCallChain(const Pda& pda, int32_t state, int32_t return_state,
                             const std::vector<int32_t>& uncertain,
                             const LinkReading& reading) {
   const int32_t rule = pda.StateRule(state);
-  int32_t longest = 0;
-  for (uint16_t n : reading.strings) longest = std::max<int32_t>(longest, n);
+  const int32_t longest = reading.longest;
   // The chain: at[i] is the callers' state after i + 1 of the rule's
   // strings. It is followed up to the first state that does not call the
   // rule again (`missing`), or as far as the longest token reaches.
@@ -422,6 +494,24 @@ ChainSplit SplitByCallChain(const Pda& pda, int32_t state, int32_t return_state,
     at = next;
   }
   ChainSplit out;
+  out.far = missing == longest;
+  if (out.far) {
+    // Far from the chain's end: what ReadAsLinks sorted out, but for the
+    // tokens that die, by where they die.
+    out.accepted = reading.within;
+    std::vector<int32_t> at;
+    std::merge(reading.leaving.begin(), reading.leaving.end(),
+               reading.dying.begin(), reading.dying.end(),
+               std::back_inserter(at));
+    for (int32_t k : at) {
+      if (reading.end[k] != LinkReading::kDies || reading.strings[k] == 0 ||
+          !forced[reading.strings[k] - 1]) {
+        out.unsettled.push_back(uncertain[k]);
+      }
+    }
+    return out;
+  }
+  std::vector<int32_t> accepted_ids;
   for (size_t k = 0; k < uncertain.size(); ++k) {
     const int32_t n = reading.strings[k];
     const LinkReading::End how = reading.end[k];
@@ -443,9 +533,10 @@ ChainSplit SplitByCallChain(const Pda& pda, int32_t state, int32_t return_state,
     } else {
       accepted = true;
     }
-    if (accepted) out.accepted.push_back(uncertain[k]);
+    if (accepted) accepted_ids.push_back(uncertain[k]);
     if (unsettled) out.unsettled.push_back(uncertain[k]);
   }
+  out.accepted = TokenSet::FromIds(std::move(accepted_ids), reading.words);
   return out;
 }
 
@@ -497,17 +588,18 @@ bool Has(const std::vector<uint32_t>& bits, int32_t id) {
 // bytes read as chain.back()'s do (Pda::AlikeUpTo), tokens that leave at
 // most `alike` bytes to the callers are taken from it and only longer ones
 // are read: the positions of a counted string far from its bounds differ
-// only for tokens longer than their distance to them. `accepted`: tokens
-// already known to be accepted (not in `uncertain`; only without `like`).
+// only for tokens longer than their distance to them. `known`: tokens
+// already known to be accepted (not in `uncertain`).
 ContextTokens ClassifyInContext(const Pda& pda, const TokenIndex& index,
                                 int32_t state,
                                 const std::vector<int32_t>& chain,
                                 const std::vector<int32_t>& uncertain,
                                 int* budget, const ContextTokens* like,
                                 int32_t alike,
-                                std::vector<int32_t> accepted = {}) {
+                                const TokenSet* known = nullptr) {
   ContextTokens out{chain.back(), {}, {}, {}};
   const int32_t words = (index.vocab().size() + 31) / 32;
+  std::vector<int32_t> accepted;
   std::vector<int32_t> longer;  // the tokens read when `like` is given
   if (like != nullptr) {
     // A token reads its first byte in `state`'s rule, so the callers read
@@ -560,7 +652,15 @@ ContextTokens ClassifyInContext(const Pda& pda, const TokenIndex& index,
     }
   }
   out.uncertain = std::move(escaped);
-  out.accepted = TokenSet::FromIds(std::move(accepted), words);
+  if (known == nullptr) {
+    out.accepted = TokenSet::FromIds(std::move(accepted), words);
+  } else {
+    std::vector<uint32_t> bits(words, 0);
+    bool clean = true;
+    known->AddTo(bits.data(), words, &clean);
+    MarkIds(accepted, &bits);
+    out.accepted = TokenSet::FromBits(std::move(bits));
+  }
   if (out.uncertain.empty() ||
       static_cast<int>(chain.size()) >= kMaxContextDepth)
     return out;
@@ -729,51 +829,35 @@ struct TokenTable::Slot {
   std::once_flag once;
   std::atomic<bool> built{false};  // tokens may be read without `once`
   StateTokens tokens;
-  // Once built with uncertain tokens: one per return state of the rule.
-  std::unique_ptr<LazyContext[]> contexts;
+  // Once built with uncertain tokens: one per return state of the rule,
+  // made as outputs meet them (a string counted to 65535 has that many).
+  std::unique_ptr<LazyArray<LazyContext>> contexts;
   // For a chain's link, its uncertain tokens read as the link's strings,
   // made by the first context that needs them.
   std::once_flag links_once;
   std::optional<LinkReading> links;
+  // The first context built far from the chain's end, which the contexts
+  // of positions that read alike (SameChainReading) copy.
+  std::atomic<const LazyContext*> chain_model{nullptr};
 };
 
 TokenTable::TokenTable(const Pda& pda, const TokenIndex& index)
     : pda_(pda), index_(index) {}
 
-TokenTable::~TokenTable() {
-  for (size_t c = 0; c < NumChunks() && slot_chunks_ != nullptr; ++c) {
-    delete[] slot_chunks_[c].load(std::memory_order_relaxed);
-  }
-}
+TokenTable::~TokenTable() = default;
 
 void TokenTable::Init(std::vector<int32_t> slot,
                       std::vector<int32_t> first_state) {
   slot_ = std::move(slot);
   first_state_ = std::move(first_state);
-  slot_chunks_ = std::make_unique<std::atomic<Slot*>[]>(NumChunks());
-  for (size_t c = 0; c < NumChunks(); ++c) slot_chunks_[c].store(nullptr);
+  slots_ = std::make_unique<LazyArray<Slot>>(first_state_.size());
   alike_ = std::make_unique<RuleAlike[]>(pda_.num_rules());
 }
 
-TokenTable::Slot& TokenTable::SlotAt(size_t i) const {
-  std::atomic<Slot*>& chunk = slot_chunks_[i / kSlotChunk];
-  Slot* slots = chunk.load(std::memory_order_acquire);
-  if (slots == nullptr) {
-    // Threads that race here each make a chunk; one is kept.
-    auto made = std::make_unique<Slot[]>(kSlotChunk);
-    if (chunk.compare_exchange_strong(slots, made.get(),
-                                      std::memory_order_acq_rel)) {
-      slots = made.release();
-      chunks_made_.fetch_add(1, std::memory_order_relaxed);
-    }
-  }
-  return slots[i % kSlotChunk];
-}
+TokenTable::Slot& TokenTable::SlotAt(size_t i) const { return slots_->At(i); }
 
 const TokenTable::Slot* TokenTable::FindSlot(size_t i) const {
-  const Slot* slots =
-      slot_chunks_[i / kSlotChunk].load(std::memory_order_acquire);
-  return slots == nullptr ? nullptr : &slots[i % kSlotChunk];
+  return slots_->Find(i);
 }
 
 absl::Status TokenTable::Group(std::chrono::steady_clock::time_point deadline) {
@@ -865,7 +949,7 @@ void TokenTable::Publish(size_t i, StateTokens tokens) const {
   Slot& slot = SlotAt(i);
   slot.tokens = std::move(tokens);
   if (!slot.tokens.uncertain.empty()) {
-    slot.contexts = std::make_unique<LazyContext[]>(Returns(i).size());
+    slot.contexts = std::make_unique<LazyArray<LazyContext>>(Returns(i).size());
   }
   built_bytes_.fetch_add(SlotBytes(i), std::memory_order_relaxed);
   slot.built.store(true, std::memory_order_release);
@@ -886,7 +970,12 @@ const ContextTokens* TokenTable::Context(int32_t state,
   const std::vector<int32_t>& returns = Returns(i);
   auto it = std::lower_bound(returns.begin(), returns.end(), return_state);
   if (it == returns.end() || *it != return_state) return nullptr;
-  LazyContext& c = slot.contexts[it - returns.begin()];
+  bool made = false;
+  LazyContext& c = slot.contexts->At(it - returns.begin(), &made);
+  if (made) {
+    built_bytes_.fetch_add(LazyArray<LazyContext>::ChunkBytes(),
+                           std::memory_order_relaxed);
+  }
   if (c.built.load(std::memory_order_acquire)) return &c.tokens;
   std::call_once(c.once, [&] {
     int budget = kMaxNestedContexts;
@@ -895,19 +984,39 @@ const ContextTokens* TokenTable::Context(int32_t state,
       slot.links =
           ReadAsLinks(pda_, index_, first_state_[i], slot.tokens.uncertain);
       if (slot.links) {
-        built_bytes_.fetch_add(slot.tokens.uncertain.size() * 3,
+        built_bytes_.fetch_add(slot.links->MemoryBytes(),
                                std::memory_order_relaxed);
       }
     });
+    // Most positions of a counted string read every token alike: those
+    // copy the first such context built (llama3: 30 us where building one
+    // takes 0.5 to 2 ms).
+    const LazyContext* model = slot.chain_model.load(std::memory_order_acquire);
+    if (slot.links && model != nullptr &&
+        SameChainReading(pda_, first_state_[i], model->tokens.return_state,
+                         return_state, slot.links->longest)) {
+      ContextTokens copy = model->tokens;
+      copy.return_state = return_state;
+      Publish(&c, std::move(copy));
+      return;
+    }
+    // A position of a counted string far from its bounds reads the tokens
+    // the chain leaves unsettled (a few thousand: `",` after some
+    // characters) as a position built before does (llama3: 2 ms each read).
+    const ContextTokens* like = AlikeContext(i, return_state, &alike);
     if (slot.links) {
       ChainSplit split = SplitByCallChain(pda_, first_state_[i], return_state,
                                           slot.tokens.uncertain, *slot.links);
       Publish(&c, ClassifyInContext(pda_, index_, first_state_[i],
                                     {return_state}, split.unsettled, &budget,
-                                    nullptr, 0, std::move(split.accepted)));
+                                    like, alike, &split.accepted));
+      if (split.far) {
+        const LazyContext* none = nullptr;
+        slot.chain_model.compare_exchange_strong(none, &c,
+                                                 std::memory_order_acq_rel);
+      }
       return;
     }
-    const ContextTokens* like = AlikeContext(i, return_state, &alike);
     Publish(&c, ClassifyInContext(pda_, index_, first_state_[i], {return_state},
                                   slot.tokens.uncertain, &budget, like, alike));
   });
@@ -924,22 +1033,29 @@ const ContextTokens* TokenTable::AlikeContext(size_t i, int32_t return_state,
   }
   const std::vector<int32_t>& returns = Returns(i);
   const int32_t rule = pda_.StateRule(return_state);
+  // The built contexts of the same rule, found before comparing its states:
+  // the first context of a rule has none to share (comparing a counted
+  // string's 258 states cost its first mask 0.6 ms).
+  std::vector<size_t> built;
+  for (size_t j = 0; j < returns.size(); ++j) {
+    const LazyContext* other = slot.contexts->Find(j);
+    if (other != nullptr && other->built.load(std::memory_order_acquire) &&
+        pda_.StateRule(returns[j]) == rule) {
+      built.push_back(j);
+    }
+  }
+  if (built.empty()) return nullptr;
   RuleAlike& a = alike_[rule];
   std::call_once(a.once, [&] {
     a.alike = pda_.AlikeUpTo(rule, kAlikeDepth, kAlikeWork);
     alike_bytes_.fetch_add(a.alike.MemoryBytes(), std::memory_order_relaxed);
   });
   const ContextTokens* like = nullptr;
-  for (size_t j = 0; j < returns.size(); ++j) {
-    const LazyContext& other = slot.contexts[j];
-    if (!other.built.load(std::memory_order_acquire) ||
-        pda_.StateRule(returns[j]) != rule) {
-      continue;
-    }
+  for (size_t j : built) {
     const int32_t depth = a.alike.SharedDepth(returns[j], return_state);
     if (depth > *alike) {
       *alike = depth;
-      like = &other.tokens;
+      like = &slot.contexts->Find(j)->tokens;
     }
   }
   return like;
@@ -950,15 +1066,13 @@ size_t TokenTable::SlotBytes(size_t i) const {
   const StateTokens& t = slot.tokens;
   size_t bytes =
       t.accepted.MemoryBytes() + t.uncertain.size() * sizeof(int32_t);
-  if (slot.contexts) bytes += Returns(i).size() * sizeof(LazyContext);
+  if (slot.contexts) bytes += slot.contexts->MemoryBytes();
   return bytes;
 }
 
 size_t TokenTable::MemoryBytes() const {
   return (slot_.size() + first_state_.size()) * sizeof(int32_t) +
-         NumChunks() * sizeof(std::atomic<Slot*>) +
-         chunks_made_.load(std::memory_order_relaxed) * kSlotChunk *
-             sizeof(Slot) +
+         (slots_ != nullptr ? slots_->MemoryBytes() : 0) +
          built_bytes_.load(std::memory_order_relaxed) + alike_bytes() +
          pda_.num_rules() * sizeof(RuleAlike);
 }
@@ -1058,10 +1172,11 @@ void TokenTable::Save(ByteWriter* out) const {
     out->PutVector(slot->tokens.uncertain);
     if (!slot->contexts) continue;
     for (size_t k = 0, n = Returns(i).size(); k < n; ++k) {
-      const LazyContext& c = slot->contexts[k];
-      const bool context_built = c.built.load(std::memory_order_acquire);
+      const LazyContext* c = slot->contexts->Find(k);
+      const bool context_built =
+          c != nullptr && c->built.load(std::memory_order_acquire);
       out->Put<uint8_t>(context_built);
-      if (context_built) SaveContext(c.tokens, out);
+      if (context_built) SaveContext(c->tokens, out);
     }
   }
 }
@@ -1106,7 +1221,12 @@ absl::Status TokenTable::Load(ByteReader* in) {
           c.return_state != returns[k]) {
         return in->Malformed();
       }
-      LazyContext& lazy = target.contexts[k];
+      bool made = false;
+      LazyContext& lazy = target.contexts->At(k, &made);
+      if (made) {
+        built_bytes_.fetch_add(LazyArray<LazyContext>::ChunkBytes(),
+                               std::memory_order_relaxed);
+      }
       std::call_once(lazy.once, [&] { Publish(&lazy, std::move(c)); });
     }
   }

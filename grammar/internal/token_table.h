@@ -44,6 +44,7 @@
 
 #include "absl/status/statusor.h"
 #include "grammar/internal/byte_io.h"
+#include "grammar/internal/lazy_array.h"
 #include "grammar/internal/pda.h"
 #include "grammar/internal/stack.h"
 #include "grammar/internal/token_index.h"
@@ -179,10 +180,6 @@ class TokenTable {
                                     int32_t* alike) const;
   // What a built slot holds, its contexts not counted.
   size_t SlotBytes(size_t slot) const;
-  // How many chunks hold the slots.
-  size_t NumChunks() const {
-    return (first_state_.size() + kSlotChunk - 1) / kSlotChunk;
-  }
   // Slot `i`, making its chunk if no slot of it was needed before.
   Slot& SlotAt(size_t i) const;
   // Slot `i`, or null when no slot of its chunk was ever needed (so none
@@ -194,13 +191,10 @@ class TokenTable {
   std::vector<int32_t> slot_;
   // Per slot, the first state that maps to it: the one classified.
   std::vector<int32_t> first_state_;
-  // Slots come in chunks of kSlotChunk, each made the first time one of
-  // its slots is needed: a grammar of tens of thousands of states (a long
-  // maxLength string counts its characters) has most of them never
+  // Made a chunk at a time: a grammar of tens of thousands of states (a
+  // long maxLength string counts its characters) has most of them never
   // visited, and making them all was a tenth of its compile.
-  static constexpr size_t kSlotChunk = 64;
-  std::unique_ptr<std::atomic<Slot*>[]> slot_chunks_;
-  mutable std::atomic<size_t> chunks_made_{0};
+  std::unique_ptr<LazyArray<Slot>> slots_;
   // Per rule, built when a context first needs it.
   std::unique_ptr<RuleAlike[]> alike_;
   // What For() and Context() have built so far, so MemoryBytes is cheap.
@@ -223,8 +217,9 @@ StateTokens ClassifyState(const Pda& pda, const TokenIndex& index,
 //
 // LinkReading: how each of `state`'s uncertain tokens splits into the
 // rule's strings, whatever the callers; nullopt when `state` does not start
-// such a rule. One walk of the token trie per state (llama3: about 3 ms);
-// memory 3 bytes per uncertain token.
+// such a rule. One walk of the token trie per link and vocabulary (llama3:
+// about 2.5 ms; kept in the vocabulary's cache), then O(uncertain tokens);
+// memory 3 bytes per uncertain token and a bitset of the vocabulary.
 struct LinkReading {
   enum End : uint8_t {
     kBetween,  // ends right after its last whole string
@@ -236,6 +231,17 @@ struct LinkReading {
   // (at least 1) and how it goes on from there.
   std::vector<uint16_t> strings;
   std::vector<End> end;
+  // What every position far enough from the chain's end makes of them
+  // (most of a counted string's): the tokens that end between or inside
+  // strings are accepted, and those that read no string or leave into the
+  // callers (positions in the uncertain list, ascending) are unsettled,
+  // as those that die are where the chain does not force them dead.
+  int32_t longest = 0;  // the most strings a token reads
+  int32_t words = 0;    // of a row of the vocabulary, for the sets made
+  TokenSet within;
+  std::vector<int32_t> leaving, dying;
+
+  size_t MemoryBytes() const;
 };
 std::optional<LinkReading> ReadAsLinks(const Pda& pda, const TokenIndex& index,
                                        int32_t state,
@@ -245,15 +251,27 @@ std::optional<LinkReading> ReadAsLinks(const Pda& pda, const TokenIndex& index,
 // ReadAsLinks into `reading`): `accepted` are allowed there whatever lies
 // further below, `unsettled` must be read for real (they leave the chain
 // or meet a state that does more than call the rule again; in `uncertain`'s
-// order) and the rest are rejected. O(uncertain tokens) plus 256 steps per
-// chain state the longest token reaches.
+// order) and the rest are rejected. 256 steps per chain state the longest
+// token reaches, plus O(unsettled tokens) where the chain goes on past the
+// longest token, else O(uncertain tokens).
 struct ChainSplit {
-  std::vector<int32_t> accepted;
+  TokenSet accepted;
   std::vector<int32_t> unsettled;
+  bool far = false;  // the chain goes on past the longest token
 };
 ChainSplit SplitByCallChain(const Pda& pda, int32_t state, int32_t return_state,
                             const std::vector<int32_t>& uncertain,
                             const LinkReading& reading);
+
+// Whether return states `a` and `b` of the chain's link starting at `state`
+// read the link's tokens alike, so that their contexts are the same: of one
+// rule, and along the chain, for as many strings as the longest token
+// reads, their states end alike, read every byte into the same state and
+// call the same rules, the link aside (which moves both along), or meet.
+// Positions of a counted string far from its bounds all do. O(longest x byte
+// classes).
+bool SameChainReading(const Pda& pda, int32_t state, int32_t a, int32_t b,
+                      int32_t longest);
 
 // Where a token lands when it leaves `state`'s rule with bytes left: the
 // closed set of the rule's return states (each above an unknown caller, or
