@@ -133,6 +133,13 @@ void GrammarMatcher::PlanMask() {
   sets_.clear();
   reads_.clear();
   if (terminated_) return;
+  if (scan_end() - scan_begin() > 1) {
+    tops_.clear();
+    for (const int32_t* it = scan_begin(); it != scan_end(); ++it) {
+      tops_.push_back(pool_[*it].state);
+    }
+    data.table.WalkTogether(tops_.data(), tops_.size());
+  }
   for (const int32_t* it = scan_begin(); it != scan_end(); ++it) {
     const StackNode node = pool_[*it];
     const internal::StateTokens* t = data.table.For(node.state);

@@ -146,6 +146,7 @@ class GrammarMatcher {
   std::vector<int32_t> tmp_a_, tmp_b_;
   std::vector<const internal::TokenSet*> sets_;
   std::vector<Read> reads_;
+  std::vector<int32_t> tops_;     // the stack tops' states, for WalkTogether
   std::vector<int32_t> reading_;  // stack-dependent tokens to read
 };
 

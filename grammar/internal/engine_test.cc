@@ -360,6 +360,82 @@ bool IncludesIds(const TokenIndex& index, const std::vector<int32_t>& all,
                        });
 }
 
+// Every string over `bytes` of 1 to `max_len` bytes: tokens long enough to
+// tell apart the positions of a counted string near its bound.
+std::shared_ptr<const Vocabulary> DenseVocab(const std::string& bytes,
+                                             size_t max_len) {
+  std::vector<std::string> tokens{""};
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i].size() == max_len) continue;
+    for (char c : bytes) tokens.push_back(tokens[i] + c);
+  }
+  tokens[0] = "<eos>";
+  return *Vocabulary::FromTokens(tokens, {0}, {0}, {"dense", {}, 0});
+}
+
+// A walk's leavers as (first, end, offsets) per run.
+std::vector<std::vector<int32_t>> Runs(const LeafWalk& walk) {
+  std::vector<std::vector<int32_t>> out;
+  for (const LeafWalk::Run& r : walk.runs) {
+    std::vector<int32_t> run{r.begin, r.end};
+    run.insert(run.end(), walk.offsets.begin() + r.offsets_begin,
+               walk.offsets.begin() + r.offsets_end);
+    out.push_back(std::move(run));
+  }
+  return out;
+}
+
+TEST(EngineTest, LeafWalksMadeTogetherEqualWalksMadeApart) {
+  // Groups of up to 6 leaf states of random grammars walked in one pass
+  // (with subtree walks shared through one cache across the grammars of a
+  // vocabulary), against each walked alone with a fresh cache.
+  int groups = 0, walks = 0;
+  for (uint32_t seed = 1; seed <= 60; ++seed) {
+    std::mt19937 rng(seed);
+    const std::shared_ptr<const Vocabulary> vocab =
+        seed % 2 == 0 ? DenseVocab("abcde", 4) : RandomVocab(&rng);
+    const TokenIndex index(vocab);
+    const int32_t words = (vocab->size() + 31) / 32;
+    for (int g = 0; g < 4; ++g) {
+      GrammarGen gen(seed * 7919 + g);
+      Nfa nfa = BuildNfa(gen.Rules());
+      ASSERT_TRUE(nfa.PruneUnproductive(0).ok());
+      auto pda = nfa.Determinize(0, 10000);
+      ASSERT_TRUE(pda.ok()) << pda.status();
+      std::vector<int32_t> leaves;
+      for (int32_t s = 0; s < pda->num_states(); ++s) {
+        if (pda->HasBytes(s) && LeafForm(*pda, s, 1 << 20)) leaves.push_back(s);
+      }
+      for (size_t begin = 0; begin < leaves.size(); begin += 6) {
+        const std::vector<int32_t> group(
+            leaves.begin() + begin,
+            leaves.begin() + std::min(leaves.size(), begin + 6));
+        std::vector<char> share;
+        for (size_t j = 0; j < group.size(); ++j) share.push_back(rng() % 2);
+        const std::vector<LeafWalk> together =
+            WalkLeaves(*pda, index, group, share, index.leaf_cache());
+        ASSERT_EQ(together.size(), group.size());
+        ++groups;
+        for (size_t j = 0; j < group.size(); ++j) {
+          const TokenIndex alone_index(vocab);
+          const LeafWalk alone = WalkLeaf(*pda, alone_index, group[j],
+                                          alone_index.leaf_cache(), share[j]);
+          const std::string where = "seed " + std::to_string(seed) +
+                                    " grammar " + std::to_string(g) +
+                                    " state " + std::to_string(group[j]);
+          ASSERT_EQ(Row(together[j].accepted, words),
+                    Row(alone.accepted, words))
+              << where;
+          ASSERT_EQ(Runs(together[j]), Runs(alone)) << where;
+          ++walks;
+        }
+      }
+    }
+  }
+  EXPECT_GT(groups, 200);
+  EXPECT_GT(walks, 800);
+}
+
 TEST(EngineTest, LeafStatesClassifyAsTheGeneralTrieWalkDoes) {
   // The leaf path against ClassifyState on every state whose rule calls
   // nothing from there on, with one cache per vocabulary shared by several
@@ -535,19 +611,6 @@ TEST(EngineTest, AlikeOfARuleTooLargeForOneLevelComparesNothing) {
   EXPECT_TRUE(narrow.states.empty());
   EXPECT_EQ(narrow.SharedDepth(wide.states[1], wide.states[2]), -1);
   EXPECT_EQ(pda->AlikeUpTo(0, 4, 2 * n).depth, 1);
-}
-
-// Every string over `bytes` of 1 to `max_len` bytes: tokens long enough to
-// tell apart the positions of a counted string near its bound.
-std::shared_ptr<const Vocabulary> DenseVocab(const std::string& bytes,
-                                             size_t max_len) {
-  std::vector<std::string> tokens{""};
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i].size() == max_len) continue;
-    for (char c : bytes) tokens.push_back(tokens[i] + c);
-  }
-  tokens[0] = "<eos>";
-  return *Vocabulary::FromTokens(tokens, {0}, {0}, {"dense", {}, 0});
 }
 
 TEST(EngineTest, LeaversOutOfBudgetThatLandNowhereAreRejected) {

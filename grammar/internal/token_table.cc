@@ -945,6 +945,23 @@ const StateTokens* TokenTable::For(int32_t state) const {
   return &slot.tokens;
 }
 
+void TokenTable::WalkTogether(const int32_t* states, size_t count) const {
+  std::vector<int32_t> unbuilt;
+  for (size_t k = 0; k < count; ++k) {
+    const int32_t i = slot_[states[k]];
+    if (i < 0) continue;
+    const Slot* slot = FindSlot(i);
+    if (slot != nullptr && slot->built.load(std::memory_order_acquire)) {
+      continue;
+    }
+    unbuilt.push_back(first_state_[i]);
+  }
+  if (unbuilt.size() < 2) return;
+  std::sort(unbuilt.begin(), unbuilt.end());
+  unbuilt.erase(std::unique(unbuilt.begin(), unbuilt.end()), unbuilt.end());
+  WalkLeavesTogether(pda_, index_, unbuilt, index_.leaf_cache());
+}
+
 void TokenTable::Publish(size_t i, StateTokens tokens) const {
   Slot& slot = SlotAt(i);
   slot.tokens = std::move(tokens);

@@ -123,6 +123,10 @@ class TokenTable {
   // Null for states that read no byte; otherwise the state's table, built
   // now if no caller has asked for it before.
   const StateTokens* For(int32_t state) const;
+  // Before For() on each of `states` (a mask's stack tops): the leaf walks
+  // that the tables not built yet would each make, made in one pass
+  // (WalkLeavesTogether). O(states) when they are built.
+  void WalkTogether(const int32_t* states, size_t count) const;
   // The uncertain tokens of `state` (For(state) was called) settled by the
   // caller's state `return_state` right below it, built now if no caller
   // has asked for this pair before: a few hundred microseconds, paid only
