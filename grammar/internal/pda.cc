@@ -56,9 +56,18 @@ void Pda::FindReturnStates() {
     callers.erase(std::remove(callers.begin(), callers.end(), r),
                   callers.end());
   }
+  // Sorted once, then again only where tail callers add states: a string
+  // counted to 32767 has that many return states for its character.
+  for (std::vector<int32_t>& mine : return_states_) {
+    if (!std::is_sorted(mine.begin(), mine.end())) {
+      std::sort(mine.begin(), mine.end());
+    }
+    mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
+  }
   for (bool changed = true; changed;) {
     changed = false;
     for (int32_t r = 0; r < num_rules(); ++r) {
+      if (tail_callers[r].empty()) continue;
       std::vector<int32_t>& mine = return_states_[r];
       const size_t before = mine.size();
       for (int32_t caller : tail_callers[r]) {
