@@ -373,6 +373,15 @@ std::shared_ptr<const Vocabulary> DenseVocab(const std::string& bytes,
   return *Vocabulary::FromTokens(tokens, {0}, {0}, {"dense", {}, 0});
 }
 
+// The Pda of `rules` (rule 0 the root), pruned and determinized.
+Pda PdaOf(const std::vector<E>& rules, int32_t max_states = 10000) {
+  Nfa nfa = BuildNfa(rules);
+  EXPECT_TRUE(nfa.PruneUnproductive(0).ok());
+  auto pda = nfa.Determinize(0, max_states);
+  EXPECT_TRUE(pda.ok()) << pda.status();
+  return pda.ok() ? *std::move(pda) : Pda();
+}
+
 // A walk's leavers as (first, end, offsets) per run.
 std::vector<std::vector<int32_t>> Runs(const LeafWalk& walk) {
   std::vector<std::vector<int32_t>> out;
@@ -398,13 +407,10 @@ TEST(EngineTest, LeafWalksMadeTogetherEqualWalksMadeApart) {
     const int32_t words = (vocab->size() + 31) / 32;
     for (int g = 0; g < 4; ++g) {
       GrammarGen gen(seed * 7919 + g);
-      Nfa nfa = BuildNfa(gen.Rules());
-      ASSERT_TRUE(nfa.PruneUnproductive(0).ok());
-      auto pda = nfa.Determinize(0, 10000);
-      ASSERT_TRUE(pda.ok()) << pda.status();
+      const Pda pda = PdaOf(gen.Rules());
       std::vector<int32_t> leaves;
-      for (int32_t s = 0; s < pda->num_states(); ++s) {
-        if (pda->HasBytes(s) && LeafForm(*pda, s, 1 << 20)) leaves.push_back(s);
+      for (int32_t s = 0; s < pda.num_states(); ++s) {
+        if (pda.HasBytes(s) && LeafForm(pda, s, 1 << 20)) leaves.push_back(s);
       }
       for (size_t begin = 0; begin < leaves.size(); begin += 6) {
         const std::vector<int32_t> group(
@@ -413,12 +419,12 @@ TEST(EngineTest, LeafWalksMadeTogetherEqualWalksMadeApart) {
         std::vector<char> share;
         for (size_t j = 0; j < group.size(); ++j) share.push_back(rng() % 2);
         const std::vector<LeafWalk> together =
-            WalkLeaves(*pda, index, group, share, index.leaf_cache());
+            WalkLeaves(pda, index, group, share, index.leaf_cache());
         ASSERT_EQ(together.size(), group.size());
         ++groups;
         for (size_t j = 0; j < group.size(); ++j) {
           const TokenIndex alone_index(vocab);
-          const LeafWalk alone = WalkLeaf(*pda, alone_index, group[j],
+          const LeafWalk alone = WalkLeaf(pda, alone_index, group[j],
                                           alone_index.leaf_cache(), share[j]);
           const std::string where = "seed " + std::to_string(seed) +
                                     " grammar " + std::to_string(g) +
@@ -598,36 +604,31 @@ TEST(EngineTest, AlikeOfARuleTooLargeForOneLevelComparesNothing) {
   E counted = Empty();
   for (int i = 0; i < 10; ++i)
     counted = Alt({Empty(), Seq({Range('b', 'c'), std::move(counted)})});
-  Nfa nfa = BuildNfa({Seq({Range('a', 'a'), counted, Range('a', 'a')})});
-  ASSERT_TRUE(nfa.PruneUnproductive(0).ok());
-  auto pda = nfa.Determinize(0, 1000);
-  ASSERT_TRUE(pda.ok()) << pda.status();
-  const Pda::Alike wide = pda->AlikeUpTo(0, 4);
+  const Pda pda = PdaOf({Seq({Range('a', 'a'), counted, Range('a', 'a')})});
+  const Pda::Alike wide = pda.AlikeUpTo(0, 4);
   ASSERT_GE(wide.states.size(), 12u);
   EXPECT_EQ(wide.depth, 4);
   const auto n = static_cast<int64_t>(wide.states.size());
-  const Pda::Alike narrow = pda->AlikeUpTo(0, 4, 2 * n - 1);
+  const Pda::Alike narrow = pda.AlikeUpTo(0, 4, 2 * n - 1);
   EXPECT_EQ(narrow.depth, -1);
   EXPECT_TRUE(narrow.states.empty());
   EXPECT_EQ(narrow.SharedDepth(wide.states[1], wide.states[2]), -1);
-  EXPECT_EQ(pda->AlikeUpTo(0, 4, 2 * n).depth, 1);
+  EXPECT_EQ(pda.AlikeUpTo(0, 4, 2 * n).depth, 1);
 }
 
 TEST(EngineTest, LeaversOutOfBudgetThatLandNowhereAreRejected) {
   // The root rule 'a' [b-c]? has no caller: a token that leaves it with
   // bytes left ("ad", "bb" after the optional byte) dies, and needs no
   // byte read in the callers to say so, even with no budget for any.
-  Nfa nfa = BuildNfa({Seq({Range('a', 'a'), Alt({Empty(), Range('b', 'c')})})});
-  ASSERT_TRUE(nfa.PruneUnproductive(0).ok());
-  auto pda = nfa.Determinize(0, 100);
-  ASSERT_TRUE(pda.ok()) << pda.status();
+  const Pda pda =
+      PdaOf({Seq({Range('a', 'a'), Alt({Empty(), Range('b', 'c')})})});
   auto index = std::make_shared<TokenIndex>(DenseVocab("abcd", 3));
-  const int32_t start = pda->RuleStart(0);
+  const int32_t start = pda.RuleStart(0);
   std::optional<StateTokens> unread =
-      ClassifyLeafState(*pda, *index, start, index->leaf_cache(), 0);
+      ClassifyLeafState(pda, *index, start, index->leaf_cache(), 0);
   ASSERT_TRUE(unread.has_value());
   EXPECT_TRUE(unread->uncertain.empty());
-  EXPECT_TRUE(ClassifyState(*pda, *index, start).uncertain.empty());
+  EXPECT_TRUE(ClassifyState(pda, *index, start).uncertain.empty());
 }
 
 TEST(EngineTest, LeafWalksShareTheSubtreesOfFirstBytesThatLeadToOneForm) {
@@ -666,6 +667,27 @@ void ExpectSameContext(const ContextTokens& a, const ContextTokens& b,
   }
 }
 
+// Expects `table`'s context of `state` below `return_state` to be the one
+// a fresh table of the same grammar builds before any other; false when
+// there is none (or the two disagree on that).
+bool ExpectContextAsFresh(const std::shared_ptr<const TokenIndex>& index,
+                          const Pda& pda, const TokenTable& table,
+                          int32_t state, int32_t return_state,
+                          const std::string& where) {
+  const int32_t words = (index->vocab().size() + 31) / 32;
+  const ContextTokens* got = table.Context(state, return_state);
+  auto fresh_data = MakeGrammarData(index, pda);
+  EXPECT_TRUE(fresh_data.ok()) << where;
+  if (!fresh_data.ok()) return false;
+  const TokenTable& fresh = (*fresh_data)->table;
+  fresh.For(state);
+  const ContextTokens* want = fresh.Context(state, return_state);
+  EXPECT_EQ(got == nullptr, want == nullptr) << where;
+  if (got == nullptr || want == nullptr) return false;
+  ExpectSameContext(*got, *want, words, where);
+  return true;
+}
+
 TEST(EngineTest, ContextsBuiltFromAlikeReturnStatesEqualFreshOnes) {
   // One table builds every context of a state in turn, later ones from
   // earlier alike ones; a fresh table per context builds it from nothing.
@@ -675,7 +697,6 @@ TEST(EngineTest, ContextsBuiltFromAlikeReturnStatesEqualFreshOnes) {
     const Pda pda = RandomPda(seed);
     auto index = std::make_shared<TokenIndex>(
         seed % 4 == 1 ? DenseVocab("abe", 6) : RandomVocab(&rng));
-    const int32_t words = (index->vocab().size() + 31) / 32;
     auto data = MakeGrammarData(index, pda);
     ASSERT_TRUE(data.ok()) << data.status();
     const TokenTable& table = (*data)->table;
@@ -693,19 +714,11 @@ TEST(EngineTest, ContextsBuiltFromAlikeReturnStatesEqualFreshOnes) {
             break;
           }
         }
-        const ContextTokens* got = table.Context(s, r);
-        auto fresh_data = MakeGrammarData(index, pda);
-        ASSERT_TRUE(fresh_data.ok());
-        const TokenTable& fresh = (*fresh_data)->table;
-        fresh.For(s);
-        const ContextTokens* want = fresh.Context(s, r);
-        ASSERT_EQ(got == nullptr, want == nullptr);
-        if (got == nullptr) continue;
-        ++contexts;
-        ExpectSameContext(*got, *want, words,
-                          "seed " + std::to_string(seed) + " state " +
-                              std::to_string(s) + " return " +
-                              std::to_string(r));
+        contexts += ExpectContextAsFresh(index, pda, table, s, r,
+                                         "seed " + std::to_string(seed) +
+                                             " state " + std::to_string(s) +
+                                             " return " + std::to_string(r));
+        if (::testing::Test::HasFailure()) return;
       }
     }
   }
@@ -809,40 +822,28 @@ TEST(EngineTest, ChainContextsBuiltFromAlikeOnesEqualFreshOnes) {
   int shared = 0, contexts = 0;
   for (uint32_t seed = 1; seed <= 100; ++seed) {
     std::mt19937 rng(seed);
-    Nfa nfa = BuildNfa(ChainGrammar(&rng));
-    ASSERT_TRUE(nfa.PruneUnproductive(0).ok());
-    auto pda = nfa.Determinize(0, 10000);
-    ASSERT_TRUE(pda.ok()) << pda.status();
+    const Pda pda = PdaOf(ChainGrammar(&rng));
     auto index = std::make_shared<TokenIndex>(
         seed % 2 == 0 ? DenseVocab("abcde", 3) : RandomVocab(&rng));
-    const int32_t words = (index->vocab().size() + 31) / 32;
-    const int32_t link = pda->RuleStart(1);
-    auto data = MakeGrammarData(index, *pda);
+    const int32_t link = pda.RuleStart(1);
+    auto data = MakeGrammarData(index, pda);
     ASSERT_TRUE(data.ok()) << data.status();
     const TokenTable& table = (*data)->table;
     const StateTokens* tokens = table.For(link);
     if (tokens == nullptr || tokens->uncertain.empty()) continue;
-    const std::vector<int32_t>& returns = pda->ReturnStates(1);
+    const std::vector<int32_t>& returns = pda.ReturnStates(1);
     for (size_t k = 0; k < returns.size(); ++k) {
       const int32_t r = returns[k];
       for (size_t e = 0; e < k; ++e) {
-        if (pda->AlikeUpTo(0, 32).SharedDepth(returns[e], r) > 0) {
+        if (pda.AlikeUpTo(0, 32).SharedDepth(returns[e], r) > 0) {
           ++shared;
           break;
         }
       }
-      const ContextTokens* got = table.Context(link, r);
-      auto fresh_data = MakeGrammarData(index, *pda);
-      ASSERT_TRUE(fresh_data.ok());
-      const TokenTable& fresh = (*fresh_data)->table;
-      fresh.For(link);
-      const ContextTokens* want = fresh.Context(link, r);
-      ASSERT_EQ(got == nullptr, want == nullptr);
-      if (got == nullptr) continue;
-      ++contexts;
-      ExpectSameContext(
-          *got, *want, words,
+      contexts += ExpectContextAsFresh(
+          index, pda, table, link, r,
           "seed " + std::to_string(seed) + " return " + std::to_string(r));
+      if (::testing::Test::HasFailure()) return;
     }
   }
   EXPECT_GT(contexts, 300);
@@ -856,37 +857,25 @@ TEST(EngineTest, ChainContextsOfTwoRulesAreNotShared) {
   E counted = Empty();
   for (int i = 0; i < 6; ++i)
     counted = Alt({Empty(), Seq({Call(1), std::move(counted)})});
-  Nfa nfa = BuildNfa(
+  const Pda pda = PdaOf(
       {Alt({Seq({Call(2), Range('a', 'a')}), Seq({Call(3), Range('b', 'b')})}),
        Range('c', 'd'), counted, counted});
-  ASSERT_TRUE(nfa.PruneUnproductive(0).ok());
-  auto pda = nfa.Determinize(0, 1000);
-  ASSERT_TRUE(pda.ok()) << pda.status();
   auto index = std::make_shared<TokenIndex>(DenseVocab("abcd", 3));
-  const int32_t words = (index->vocab().size() + 31) / 32;
-  const int32_t link = pda->RuleStart(1);
-  auto data = MakeGrammarData(index, *pda);
+  const int32_t link = pda.RuleStart(1);
+  auto data = MakeGrammarData(index, pda);
   ASSERT_TRUE(data.ok()) << data.status();
   const TokenTable& table = (*data)->table;
   ASSERT_NE(table.For(link), nullptr);
   int across = 0;
-  const std::vector<int32_t>& returns = pda->ReturnStates(1);
+  const std::vector<int32_t>& returns = pda.ReturnStates(1);
   for (int32_t r : returns) {
     for (int32_t other : returns) {
-      if (pda->StateRule(other) == pda->StateRule(r)) continue;
+      if (pda.StateRule(other) == pda.StateRule(r)) continue;
       ++across;
-      EXPECT_FALSE(SameChainReading(*pda, link, r, other, 3));
+      EXPECT_FALSE(SameChainReading(pda, link, r, other, 3));
     }
-    const ContextTokens* got = table.Context(link, r);
-    auto fresh_data = MakeGrammarData(index, *pda);
-    ASSERT_TRUE(fresh_data.ok());
-    const TokenTable& fresh = (*fresh_data)->table;
-    fresh.For(link);
-    const ContextTokens* want = fresh.Context(link, r);
-    ASSERT_EQ(got == nullptr, want == nullptr);
-    if (got != nullptr) {
-      ExpectSameContext(*got, *want, words, "return " + std::to_string(r));
-    }
+    ExpectContextAsFresh(index, pda, table, link, r,
+                         "return " + std::to_string(r));
   }
   EXPECT_GT(across, 10);
 }
@@ -906,22 +895,19 @@ TEST(EngineTest, ChainLinksAreReadOncePerVocabulary) {
       // One more counted character before the tail.
       rules[0] = Seq({Call(1), std::move(rules[0])});
     }
-    Nfa nfa = BuildNfa(rules);
-    ASSERT_TRUE(nfa.PruneUnproductive(0).ok());
-    auto pda = nfa.Determinize(0, 10000);
-    ASSERT_TRUE(pda.ok()) << pda.status();
-    const int32_t link = pda->RuleStart(1);
-    auto data = MakeGrammarData(index, *pda);
+    const Pda pda = PdaOf(rules);
+    const int32_t link = pda.RuleStart(1);
+    auto data = MakeGrammarData(index, pda);
     ASSERT_TRUE(data.ok()) << data.status();
     const StateTokens* tokens = (*data)->table.For(link);
     ASSERT_NE(tokens, nullptr);
     const size_t before = index->leaf_cache()->entries();
-    readings[g] = ReadAsLinks(*pda, *index, link, tokens->uncertain);
+    readings[g] = ReadAsLinks(pda, *index, link, tokens->uncertain);
     ASSERT_TRUE(readings[g].has_value());
     EXPECT_EQ(index->leaf_cache()->entries() - before, g == 0 ? 1u : 0u);
     auto fresh = std::make_shared<TokenIndex>(vocab);
     std::optional<LinkReading> want =
-        ReadAsLinks(*pda, *fresh, link, tokens->uncertain);
+        ReadAsLinks(pda, *fresh, link, tokens->uncertain);
     EXPECT_EQ(readings[g]->strings, want->strings);
     EXPECT_EQ(readings[g]->end, want->end);
   }

@@ -244,6 +244,42 @@ struct Deferred {
   bool left;
 };
 
+// Adds index positions [begin, end) to `out`'s accepted ranges.
+void AcceptRange(LeafWalk* out, int32_t begin, int32_t end) {
+  if (begin == end) return;
+  std::vector<std::pair<int32_t, int32_t>>& r = out->accepted_positions;
+  if (!r.empty() && r.back().second == begin) {
+    r.back().second = end;
+  } else {
+    r.push_back({begin, end});
+  }
+}
+
+// Adds to `out` the tokens at positions [begin, end), on which the DFA
+// died, as leavers if it could have ended the rule after any of the
+// `num_finals` depths in `finals`.
+void AddRun(LeafWalk* out, int32_t begin, int32_t end, const int32_t* finals,
+            int32_t num_finals) {
+  if (num_finals == 0) return;
+  const auto offsets = static_cast<int32_t>(out->offsets.size());
+  out->offsets.insert(out->offsets.end(), finals, finals + num_finals);
+  out->runs.push_back(
+      {begin, end, offsets, static_cast<int32_t>(out->offsets.size())});
+}
+
+// Whether every byte of `below` (a subtree's bytes, subtree_bytes()) leads
+// `state` back to itself, so that the subtree is accepted whole (the
+// inside of a string).
+bool LoopsOver(const Pda& pda, int32_t state, const uint64_t* below) {
+  for (int w = 0; w < 4; ++w) {
+    for (uint64_t bits = below[w]; bits != 0; bits &= bits - 1) {
+      const auto byte = static_cast<uint8_t>(64 * w + __builtin_ctzll(bits));
+      if (pda.Next(state, byte) != state) return false;
+    }
+  }
+  return true;
+}
+
 // Appends to `out` what the DFA makes of the tokens at and below node
 // `first` (depth 1), `to` being its state after that node's byte: accepted
 // tokens as ranges of index positions, leavers as runs. The scratch vectors:
@@ -256,15 +292,6 @@ void WalkSubtree(const Pda& pda, const TokenIndex& index, int32_t first,
                  std::vector<Deferred>* deferred = nullptr) {
   std::vector<int32_t>& at = *at_scratch;
   std::vector<int32_t>& finals = *finals_scratch;
-  auto accept = [&](int32_t begin, int32_t end) {
-    if (begin == end) return;
-    std::vector<std::pair<int32_t, int32_t>>& r = out->accepted_positions;
-    if (!r.empty() && r.back().second == begin) {
-      r.back().second = end;
-    } else {
-      r.push_back({begin, end});
-    }
-  };
   // at[d]: the DFA's state after the first d bytes of the current trie
   // path; finals[0, num_finals): the depths d >= 1 on it where the rule may
   // end. Fixed arrays, not vectors that grow: with no call that might
@@ -279,20 +306,15 @@ void WalkSubtree(const Pda& pda, const TokenIndex& index, int32_t first,
                            ? first_to
                            : pda.Next(at[depth - 1], index.node_byte(node));
     if (to == Pda::kDead) {
-      if (num_finals > 0) {
-        const auto offsets = static_cast<int32_t>(out->offsets.size());
-        out->offsets.insert(out->offsets.end(), finals.begin(),
-                            finals.begin() + num_finals);
-        out->runs.push_back({index.node_tokens_begin(node),
-                             index.node_tokens_begin(end), offsets,
-                             static_cast<int32_t>(out->offsets.size())});
-      }
+      AddRun(out, index.node_tokens_begin(node), index.node_tokens_begin(end),
+             finals.data(), num_finals);
       node = end;
       continue;
     }
     at[depth] = to;
     if (pda.IsFinal(to)) finals[num_finals++] = depth;
-    accept(index.node_tokens_begin(node), index.node_tokens_end(node));
+    AcceptRange(out, index.node_tokens_begin(node),
+                index.node_tokens_end(node));
     if (deferred != nullptr && pda.CallsBegin(to) != pda.CallsEnd(to)) {
       const int32_t below = index.node_tokens_end(node);
       const int32_t below_end = index.node_tokens_begin(end);
@@ -302,21 +324,14 @@ void WalkSubtree(const Pda& pda, const TokenIndex& index, int32_t first,
       node = end;
       continue;
     }
-    // A large subtree whose every byte loops on this state (the inside of
-    // a string) is accepted whole without walking it.
-    if (const uint64_t* below = index.subtree_bytes(node)) {
-      bool loops = true;
-      for (int w = 0; w < 4 && loops; ++w) {
-        for (uint64_t bits = below[w]; bits != 0 && loops; bits &= bits - 1) {
-          loops = pda.Next(to, static_cast<uint8_t>(
-                                   64 * w + __builtin_ctzll(bits))) == to;
-        }
-      }
-      if (loops) {
-        accept(index.node_tokens_end(node), index.node_tokens_begin(end));
-        node = end;
-        continue;
-      }
+    // A large subtree whose every byte loops on this state is accepted
+    // whole without walking it.
+    const uint64_t* below = index.subtree_bytes(node);
+    if (below != nullptr && LoopsOver(pda, to, below)) {
+      AcceptRange(out, index.node_tokens_end(node),
+                  index.node_tokens_begin(end));
+      node = end;
+      continue;
     }
     ++node;
   }
@@ -338,16 +353,6 @@ void WalkSubtreeLanes(const Pda& pda, const TokenIndex& index, int32_t first,
   // alive[d]: the lanes alive after the first d bytes of the current path.
   std::vector<uint64_t> alive(levels, 0);
   alive[0] = lanes == 64 ? ~uint64_t{0} : (uint64_t{1} << lanes) - 1;
-  auto accept = [&](int32_t lane, int32_t begin, int32_t end) {
-    if (begin == end) return;
-    std::vector<std::pair<int32_t, int32_t>>& r =
-        outs[lane]->accepted_positions;
-    if (!r.empty() && r.back().second == begin) {
-      r.back().second = end;
-    } else {
-      r.push_back({begin, end});
-    }
-  };
   const int32_t stop = index.node_end(first);
   for (int32_t node = first; node < stop;) {
     const int32_t depth = index.node_depth(node);
@@ -365,31 +370,18 @@ void WalkSubtreeLanes(const Pda& pda, const TokenIndex& index, int32_t first,
           node == first ? first_to[lane] : pda.Next(lane_at[depth - 1], byte);
       LeafWalk* out = outs[lane];
       if (to == Pda::kDead) {
-        if (n > 0) {
-          const auto offsets = static_cast<int32_t>(out->offsets.size());
-          out->offsets.insert(out->offsets.end(), lane_finals, lane_finals + n);
-          out->runs.push_back({index.node_tokens_begin(node),
-                               index.node_tokens_begin(end), offsets,
-                               static_cast<int32_t>(out->offsets.size())});
-        }
+        AddRun(out, index.node_tokens_begin(node), index.node_tokens_begin(end),
+               lane_finals, n);
         continue;
       }
       lane_at[depth] = to;
       if (pda.IsFinal(to)) lane_finals[n++] = depth;
-      accept(lane, index.node_tokens_begin(node), index.node_tokens_end(node));
-      if (below != nullptr) {
-        bool loops = true;
-        for (int w = 0; w < 4 && loops; ++w) {
-          for (uint64_t bits = below[w]; bits != 0 && loops; bits &= bits - 1) {
-            loops = pda.Next(to, static_cast<uint8_t>(
-                                     64 * w + __builtin_ctzll(bits))) == to;
-          }
-        }
-        if (loops) {
-          accept(lane, index.node_tokens_end(node),
-                 index.node_tokens_begin(end));
-          continue;
-        }
+      AcceptRange(out, index.node_tokens_begin(node),
+                  index.node_tokens_end(node));
+      if (below != nullptr && LoopsOver(pda, to, below)) {
+        AcceptRange(out, index.node_tokens_end(node),
+                    index.node_tokens_begin(end));
+        continue;
       }
       next |= uint64_t{1} << lane;
     }
