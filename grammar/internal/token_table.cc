@@ -979,6 +979,16 @@ void TokenTable::Publish(LazyContext* context, ContextTokens tokens) const {
   context->built.store(true, std::memory_order_release);
 }
 
+TokenTable::LazyContext& TokenTable::ContextAt(Slot* slot, size_t k) const {
+  bool made = false;
+  LazyContext& c = slot->contexts->At(k, &made);
+  if (made) {
+    built_bytes_.fetch_add(LazyArray<LazyContext>::ChunkBytes(),
+                           std::memory_order_relaxed);
+  }
+  return c;
+}
+
 const ContextTokens* TokenTable::Context(int32_t state,
                                          int32_t return_state) const {
   const int32_t i = slot_[state];
@@ -987,12 +997,7 @@ const ContextTokens* TokenTable::Context(int32_t state,
   const std::vector<int32_t>& returns = Returns(i);
   auto it = std::lower_bound(returns.begin(), returns.end(), return_state);
   if (it == returns.end() || *it != return_state) return nullptr;
-  bool made = false;
-  LazyContext& c = slot.contexts->At(it - returns.begin(), &made);
-  if (made) {
-    built_bytes_.fetch_add(LazyArray<LazyContext>::ChunkBytes(),
-                           std::memory_order_relaxed);
-  }
+  LazyContext& c = ContextAt(&slot, it - returns.begin());
   if (c.built.load(std::memory_order_acquire)) return &c.tokens;
   std::call_once(c.once, [&] {
     int budget = kMaxNestedContexts;
@@ -1238,12 +1243,7 @@ absl::Status TokenTable::Load(ByteReader* in) {
           c.return_state != returns[k]) {
         return in->Malformed();
       }
-      bool made = false;
-      LazyContext& lazy = target.contexts->At(k, &made);
-      if (made) {
-        built_bytes_.fetch_add(LazyArray<LazyContext>::ChunkBytes(),
-                               std::memory_order_relaxed);
-      }
+      LazyContext& lazy = ContextAt(&target, k);
       std::call_once(lazy.once, [&] { Publish(&lazy, std::move(c)); });
     }
   }

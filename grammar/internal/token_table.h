@@ -186,6 +186,9 @@ class TokenTable {
   size_t SlotBytes(size_t slot) const;
   // Slot `i`, making its chunk if no slot of it was needed before.
   Slot& SlotAt(size_t i) const;
+  // The context of `slot`'s k-th return state, counting its chunk's memory
+  // when this call made it.
+  LazyContext& ContextAt(Slot* slot, size_t k) const;
   // Slot `i`, or null when no slot of its chunk was ever needed (so none
   // is built).
   const Slot* FindSlot(size_t i) const;
