@@ -394,6 +394,180 @@ void WalkSubtreeLanes(const Pda& pda, const TokenIndex& index, int32_t first,
   }
 }
 
+// Several lanes' DFA states read as one: a state per tuple of lane states
+// met so far, whose transitions (per byte class) are found the first time a
+// walk reads them. Lanes of one mask are mostly alike (an object's keys
+// that must avoid some names and match some patterns, an anyOf of
+// patterns), so their tuples are few: a walk then steps one state per trie
+// node instead of one per lane. Past `max_states` tuples, Of and Next give
+// -1 and the caller walks the lanes apart.
+class LaneProduct {
+ public:
+  LaneProduct(const Pda& pda, int32_t lanes, int32_t max_states)
+      : pda_(pda), lanes_(lanes), max_states_(max_states) {}
+
+  // The tuple `states` (one per lane, Pda::kDead for a dead lane).
+  int32_t Of(const int32_t* states) {
+    // Open addressing over the tuples themselves: a counted DFA meets a
+    // new tuple at most nodes, where a map of string keys cost a third of
+    // the walk.
+    uint64_t h = 0;
+    for (int32_t l = 0; l < lanes_; ++l) {
+      h = (h ^ static_cast<uint32_t>(states[l])) * 0x9E3779B97F4A7C15ull;
+    }
+    if (slots_.empty()) slots_.assign(64, -1);
+    size_t mask = slots_.size() - 1;
+    size_t k = (h >> 20) & mask;
+    for (; slots_[k] >= 0; k = (k + 1) & mask) {
+      if (std::equal(states, states + lanes_,
+                     &tuples_[static_cast<size_t>(slots_[k]) * lanes_])) {
+        return slots_[k];
+      }
+    }
+    if (num_states() >= max_states_) return -1;
+    const int32_t id = num_states();
+    slots_[k] = id;
+    uint64_t alive = 0, finals = 0;
+    for (int32_t l = 0; l < lanes_; ++l) {
+      tuples_.push_back(states[l]);
+      if (states[l] == Pda::kDead) continue;
+      alive |= uint64_t{1} << l;
+      if (pda_.IsFinal(states[l])) finals |= uint64_t{1} << l;
+    }
+    alive_.push_back(alive);
+    finals_.push_back(finals);
+    next_.resize(next_.size() + pda_.num_byte_classes(), kUnknown);
+    if (2 * static_cast<size_t>(num_states()) > slots_.size()) Rehash();
+    return id;
+  }
+  int32_t Next(int32_t p, uint8_t byte) {
+    const size_t k =
+        static_cast<size_t>(p) * pda_.num_byte_classes() + pda_.ByteClass(byte);
+    if (next_[k] == kUnknown) {
+      scratch_.resize(lanes_);
+      for (int32_t l = 0; l < lanes_; ++l) {
+        const int32_t s = tuples_[static_cast<size_t>(p) * lanes_ + l];
+        scratch_[l] = s == Pda::kDead ? Pda::kDead : pda_.Next(s, byte);
+      }
+      const int32_t q = Of(scratch_.data());
+      if (q < 0) return -1;
+      next_[k] = q;  // after Of, which may have grown next_
+    }
+    return next_[k];
+  }
+  uint64_t alive(int32_t p) const { return alive_[p]; }
+  uint64_t finals(int32_t p) const { return finals_[p]; }
+  // Whether every byte of `below` leads each live lane of `p` back to its
+  // own state (see LoopsOver), so `p` to itself.
+  bool LoopsOver(int32_t p, const uint64_t* below) const {
+    for (uint64_t m = alive_[p]; m != 0; m &= m - 1) {
+      const int32_t lane = __builtin_ctzll(m);
+      const int32_t s = tuples_[static_cast<size_t>(p) * lanes_ + lane];
+      if (!internal::LoopsOver(pda_, s, below)) return false;
+    }
+    return true;
+  }
+
+ private:
+  static constexpr int32_t kUnknown = -2;
+  int32_t num_states() const { return static_cast<int32_t>(alive_.size()); }
+  // Doubles the slots, putting every tuple back.
+  void Rehash() {
+    slots_.assign(2 * slots_.size(), -1);
+    const size_t mask = slots_.size() - 1;
+    for (int32_t id = 0; id < num_states(); ++id) {
+      const int32_t* t = &tuples_[static_cast<size_t>(id) * lanes_];
+      uint64_t h = 0;
+      for (int32_t l = 0; l < lanes_; ++l) {
+        h = (h ^ static_cast<uint32_t>(t[l])) * 0x9E3779B97F4A7C15ull;
+      }
+      size_t k = (h >> 20) & mask;
+      while (slots_[k] >= 0) k = (k + 1) & mask;
+      slots_[k] = id;
+    }
+  }
+
+  const Pda& pda_;
+  const int32_t lanes_;
+  const int32_t max_states_;
+  std::vector<int32_t> slots_;   // tuple ids by hash, -1 where free
+  std::vector<int32_t> tuples_;  // lanes_ per state
+  std::vector<uint64_t> alive_, finals_;
+  std::vector<int32_t> next_;  // num_byte_classes() per state
+  std::vector<int32_t> scratch_;
+};
+
+// WalkSubtreeLanes by one LaneProduct state per node; false when the
+// product outgrew its cap (what it added to `outs` is then to be dropped).
+// Accepted ranges are collected for all lanes at once, as runs of positions
+// with the lanes that accept them, and handed out to each lane at the end.
+bool WalkSubtreeProduct(const TokenIndex& index, int32_t first,
+                        const std::vector<int32_t>& first_to,
+                        const std::vector<LeafWalk*>& outs,
+                        LaneProduct* product) {
+  const size_t levels = index.max_token_length() + 1;
+  // at[d]: the product state after the first d bytes of the current path;
+  // final_at[d]: the lanes that may end the rule there.
+  std::vector<int32_t> at(levels), offsets(levels);
+  std::vector<uint64_t> final_at(levels, 0);
+  struct Span {
+    int32_t begin, end;
+    uint64_t lanes;
+  };
+  std::vector<Span> spans;
+  auto accept = [&](int32_t begin, int32_t end, uint64_t lanes) {
+    if (begin == end) return;
+    if (!spans.empty() && spans.back().end == begin &&
+        spans.back().lanes == lanes) {
+      spans.back().end = end;
+    } else {
+      spans.push_back({begin, end, lanes});
+    }
+  };
+  const auto lanes = static_cast<int32_t>(first_to.size());
+  const uint64_t all = lanes == 64 ? ~uint64_t{0} : (uint64_t{1} << lanes) - 1;
+  const int32_t stop = index.node_end(first);
+  for (int32_t node = first; node < stop;) {
+    const int32_t depth = index.node_depth(node);
+    const int32_t end = index.node_end(node);
+    const uint64_t above = node == first ? all : product->alive(at[depth - 1]);
+    const int32_t q = node == first
+                          ? product->Of(first_to.data())
+                          : product->Next(at[depth - 1], index.node_byte(node));
+    if (q < 0) return false;
+    const uint64_t live = product->alive(q);
+    for (uint64_t died = above & ~live; died != 0; died &= died - 1) {
+      const int32_t lane = __builtin_ctzll(died);
+      int32_t n = 0;
+      for (int32_t d = 1; d < depth; ++d) {
+        if ((final_at[d] >> lane) & 1) offsets[n++] = d;
+      }
+      AddRun(outs[lane], index.node_tokens_begin(node),
+             index.node_tokens_begin(end), offsets.data(), n);
+    }
+    if (live == 0) {
+      node = end;
+      continue;
+    }
+    at[depth] = q;
+    final_at[depth] = product->finals(q);
+    accept(index.node_tokens_begin(node), index.node_tokens_end(node), live);
+    const uint64_t* below = index.subtree_bytes(node);
+    if (below != nullptr && product->LoopsOver(q, below)) {
+      accept(index.node_tokens_end(node), index.node_tokens_begin(end), live);
+      node = end;
+      continue;
+    }
+    ++node;
+  }
+  for (const Span& s : spans) {
+    for (uint64_t m = s.lanes; m != 0; m &= m - 1) {
+      AcceptRange(outs[__builtin_ctzll(m)], s.begin, s.end);
+    }
+  }
+  return true;
+}
+
 // Forms up to this many bytes also key the walks of their first bytes'
 // subtrees: a handful of states, whose targets' forms are cheap to find.
 constexpr size_t kMaxSubtreeFormBytes = 4096;
@@ -444,7 +618,7 @@ void ReadLeavers(const Pda& pda, const TokenIndex& index, int32_t state,
 std::vector<LeafWalk> WalkLeaves(const Pda& pda, const TokenIndex& index,
                                  const std::vector<int32_t>& states,
                                  const std::vector<char>& share_subtrees,
-                                 LeafCache* cache) {
+                                 LeafCache* cache, int32_t max_product_states) {
   const size_t k = states.size();
   std::vector<LeafWalk> walks(k);
   const size_t words = (index.vocab().size() + 31) / 32;
@@ -498,7 +672,12 @@ std::vector<LeafWalk> WalkLeaves(const Pda& pda, const TokenIndex& index,
     } else if (!fresh.empty()) {
       std::vector<LeafWalk*> outs;
       for (const auto& f : fresh) outs.push_back(f.get());
-      WalkSubtreeLanes(pda, index, first, fresh_to, outs);
+      LaneProduct product(pda, static_cast<int32_t>(fresh.size()),
+                          max_product_states);
+      if (!WalkSubtreeProduct(index, first, fresh_to, outs, &product)) {
+        for (LeafWalk* out : outs) *out = LeafWalk();
+        WalkSubtreeLanes(pda, index, first, fresh_to, outs);
+      }
     }
     for (size_t j = 0; j < k; ++j) {
       if (lane_of[j] >= 0) {

@@ -129,15 +129,22 @@ std::optional<std::string> LeafForm(const Pda& pda, int32_t state,
 LeafWalk WalkLeaf(const Pda& pda, const TokenIndex& index, int32_t state,
                   LeafCache* cache, bool share_subtrees);
 
+// Tuples of lane states one subtree's walk in WalkLeaves may meet before
+// it steps its lanes one by one instead: transition rows of a few hundred
+// kilobytes at most.
+inline constexpr int32_t kMaxProductStates = 2048;
+
 // Walks of `states` (each with a LeafForm; share_subtrees per state, as
-// above) in one pass over the token trie: each node steps the DFAs still
-// alive there. A mask that first meets several leaf states at once (an
-// object's pattern property keys, an anyOf of string patterns: 4 to 9
-// walks of 1 to 2.5 ms on llama3) pays about half of walking them apart.
-std::vector<LeafWalk> WalkLeaves(const Pda& pda, const TokenIndex& index,
-                                 const std::vector<int32_t>& states,
-                                 const std::vector<char>& share_subtrees,
-                                 LeafCache* cache);
+// above) in one pass over the token trie. Each node steps one state of the
+// DFAs' product, found as the walk first meets it (up to
+// `max_product_states` per subtree, past which each node steps the DFAs
+// still alive there): a mask that first meets several leaf states at once
+// (an object's pattern property keys, an anyOf of string patterns: 4 to 27
+// walks of 1 to 2.5 ms each on llama3) pays about what one walk does.
+std::vector<LeafWalk> WalkLeaves(
+    const Pda& pda, const TokenIndex& index, const std::vector<int32_t>& states,
+    const std::vector<char>& share_subtrees, LeafCache* cache,
+    int32_t max_product_states = kMaxProductStates);
 
 // Keeps in `cache` the walks of those `states` with a LeafForm whose walk
 // it lacks, made together by WalkLeaves when there are two or more (else
