@@ -165,6 +165,58 @@ constexpr int64_t kMaxAbsorbGrowth = 4;
 // Rounds of keeping as rules those that would be copied twice (below).
 constexpr int kMaxAbsorbRounds = 4;
 
+// A loop of rules, with all it reaches, at most this many expressions
+// large may be copied into every rule that ends in it.
+constexpr int64_t kMaxCopiedLoop = 1024;
+
+// Per rule, whether it lies on a loop of references at rules' ends
+// (`at_end`, among the `absorbed` rules) that, with every absorbed rule it
+// reaches, is at most kMaxCopiedLoop expressions large. The tail of the
+// keys that must avoid the same names or patterns is such a loop, the same
+// rule in every key once the passes merged equal rules: kept a rule, it
+// turns each key's states into calls, which only the general walk
+// classifies (llama3: 7 ms per key state met, against a leaf walk's 1).
+// A string's counted chain, which copied into each member of an object
+// would multiply its states, reaches no loop.
+std::vector<bool> SmallTailLoops(
+    const std::vector<std::vector<int32_t>>& at_end,
+    const std::vector<int64_t>& size, const std::vector<bool>& absorbed) {
+  const size_t n = at_end.size();
+  std::vector<int32_t> begin{0}, targets;
+  std::vector<bool> self(n, false);
+  for (size_t r = 0; r < n; ++r) {
+    if (absorbed[r]) {
+      for (int32_t t : at_end[r]) {
+        if (!absorbed[t]) continue;
+        targets.push_back(t);
+        self[r] = self[r] || t == static_cast<int32_t>(r);
+      }
+    }
+    begin.push_back(static_cast<int32_t>(targets.size()));
+  }
+  const internal::Components sccs = internal::StronglyConnected(begin, targets);
+  std::vector<bool> out(n, false);
+  std::vector<int32_t> mark(n, -1), work;
+  for (size_t r = 0; r < n; ++r) {
+    if (!absorbed[r] || (sccs.size[sccs.of[r]] == 1 && !self[r])) continue;
+    int64_t total = 0;
+    work.assign({static_cast<int32_t>(r)});
+    mark[r] = static_cast<int32_t>(r);
+    while (!work.empty() && total <= kMaxCopiedLoop) {
+      const int32_t t = work.back();
+      work.pop_back();
+      total += size[t];
+      for (int32_t k = begin[t]; k < begin[t + 1]; ++k) {
+        if (mark[targets[k]] == static_cast<int32_t>(r)) continue;
+        mark[targets[k]] = static_cast<int32_t>(r);
+        work.push_back(targets[k]);
+      }
+    }
+    out[r] = total <= kMaxCopiedLoop;
+  }
+  return out;
+}
+
 // Rules referred to only at the very end of other rules (`a ::= "x" b`):
 // the states of a pattern's automaton, which the JSON Schema converter
 // writes as rules, or an object's member states. A call there would only
@@ -239,12 +291,13 @@ std::vector<bool> AbsorbedRules(const Grammar& g,
     absorbed[r] = referred[r] && !before_end[r] && !inlined[r] &&
                   static_cast<int32_t>(r) != g.root;
   }
+  const std::vector<bool> small_loop = SmallTailLoops(at_end, size, absorbed);
   // What the rules that stay rules copy. A rule that two of them would
-  // each copy stays a rule too: an object's members, each ending in its
-  // value, would otherwise carry a copy of a long string's counted chain
-  // per object. Only the first such rule on a path is kept (the rest of
-  // the chain is then copied once, into it), so rounds go on until no rule
-  // is copied twice, or up to kMaxAbsorbRounds.
+  // each copy stays a rule too (unless a small loop, above): an object's
+  // members, each ending in its value, would otherwise carry a copy of a long
+  // string's counted chain per object. Only the first such rule on a path is
+  // kept (the rest of the chain is then copied once, into it), so rounds go on
+  // until no rule is copied twice, or up to kMaxAbsorbRounds.
   int64_t copied = 0;
   // mark[t]: the last staying rule whose walk reached t. Reached before by
   // another rule's walk, t is copied twice.
@@ -274,7 +327,7 @@ std::vector<bool> AbsorbedRules(const Grammar& g,
     for (size_t r = 0; r < n; ++r) {
       if (absorbed[r] && twice[r]) continue;
       for (int32_t t : at_end[r]) {
-        if (absorbed[t] && twice[t]) kept.push_back(t);
+        if (absorbed[t] && twice[t] && !small_loop[t]) kept.push_back(t);
       }
     }
     if (kept.empty()) break;

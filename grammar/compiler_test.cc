@@ -388,6 +388,30 @@ TEST(CompilerTest, RulesTwoCallersWouldCopyStayRules) {
   EXPECT_TRUE(m.CanTerminate());
 }
 
+// ...unless it is a small loop: the tail of keys that avoid the same names,
+// one rule in every key once equal rules are merged, is read inside each
+// key, whose states then call nothing and classify by a leaf walk.
+TEST(CompilerTest, SmallLoopsTwoCallersEndInAreReadByBoth) {
+  GrammarCompiler compiler(*Vocabulary::FromTokens(
+      {"a", "b", "\"", "x", "y", ":", "</s>"}, {6}, {6}, {"small", {}, 0}));
+  auto g = compiler.CompileEbnf(
+      "root ::= k1 \":\" k2 \":\"\n"
+      "k1 ::= \"\\\"\" \"x\"* \"a\" loop\n"
+      "k2 ::= \"\\\"\" \"y\"* \"b\" loop\n"
+      "loop ::= [ab] loop | \"x\" back | \"\\\"\"\n"
+      "back ::= [abx] loop | \"\\\"\"\n");
+  ASSERT_TRUE(g.ok()) << g.status();
+  std::map<std::string, int> states = StatesPerRule(*g);
+  // Kept rules, `loop` and `back` had states of their own, which k1 and k2
+  // called.
+  EXPECT_EQ(states["loop"], 1);
+  EXPECT_EQ(states["back"], 1);
+  EXPECT_EQ(NumCalls(*g), 2);  // root calls k1 and k2, and that is all
+  GrammarMatcher m(*g);
+  EXPECT_TRUE(m.AcceptString("\"xxabxb\":\"bxa\":").ok());
+  EXPECT_TRUE(m.CanTerminate());
+}
+
 // Random right-linear rule sets, some rules also called before the end.
 TEST(CompilerTest, RulesReadAtTheirCallersEndMatchTheOracle) {
   int compared = 0;
