@@ -408,16 +408,11 @@ class LaneProduct {
 
   // The tuple `states` (one per lane, Pda::kDead for a dead lane).
   int32_t Of(const int32_t* states) {
-    // Open addressing over the tuples themselves: a counted DFA meets a
-    // new tuple at most nodes, where a map of string keys cost a third of
-    // the walk.
-    uint64_t h = 0;
-    for (int32_t l = 0; l < lanes_; ++l) {
-      h = (h ^ static_cast<uint32_t>(states[l])) * 0x9E3779B97F4A7C15ull;
-    }
+    // Open addressing over the tuples themselves, no key made per lookup:
+    // the lanes of a counted string meet a new tuple at many nodes.
     if (slots_.empty()) slots_.assign(64, -1);
-    size_t mask = slots_.size() - 1;
-    size_t k = (h >> 20) & mask;
+    const size_t mask = slots_.size() - 1;
+    size_t k = Hash(states) & mask;
     for (; slots_[k] >= 0; k = (k + 1) & mask) {
       if (std::equal(states, states + lanes_,
                      &tuples_[static_cast<size_t>(slots_[k]) * lanes_])) {
@@ -471,17 +466,19 @@ class LaneProduct {
  private:
   static constexpr int32_t kUnknown = -2;
   int32_t num_states() const { return static_cast<int32_t>(alive_.size()); }
+  size_t Hash(const int32_t* states) const {
+    uint64_t h = 0;
+    for (int32_t l = 0; l < lanes_; ++l) {
+      h = (h ^ static_cast<uint32_t>(states[l])) * 0x9E3779B97F4A7C15ull;
+    }
+    return static_cast<size_t>(h >> 20);
+  }
   // Doubles the slots, putting every tuple back.
   void Rehash() {
     slots_.assign(2 * slots_.size(), -1);
     const size_t mask = slots_.size() - 1;
     for (int32_t id = 0; id < num_states(); ++id) {
-      const int32_t* t = &tuples_[static_cast<size_t>(id) * lanes_];
-      uint64_t h = 0;
-      for (int32_t l = 0; l < lanes_; ++l) {
-        h = (h ^ static_cast<uint32_t>(t[l])) * 0x9E3779B97F4A7C15ull;
-      }
-      size_t k = (h >> 20) & mask;
+      size_t k = Hash(&tuples_[static_cast<size_t>(id) * lanes_]) & mask;
       while (slots_[k] >= 0) k = (k + 1) & mask;
       slots_[k] = id;
     }
