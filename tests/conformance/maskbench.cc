@@ -7,7 +7,7 @@
 //       [--property_order=as_written|required_first|any|any_when_small|
 //                         any_repeatable]
 //       [--deadline_s=S]
-//       [--classify_ahead_ms=MS] [--cases_out=FILE]
+//       [--classify_ahead_ms=MS] [--cases_out=FILE] [--cpu_time]
 //
 // Per case: the schema goes through JsonSchemaToGrammar (strict, default
 // options but the chosen property order, by default any_repeatable because
@@ -20,10 +20,12 @@
 // must get through and then allow end-of-sequence, else a validation error; an
 // invalid one that does is an invalidation error (a bug: wrong output let
 // through). TBM times every FillNextTokenMask; TTFM is conversion + compile +
-// the first mask of a fresh matcher (that mask is not in TBM). Each mask's
-// thread CPU time is taken too (tbm_cpu_max_us, and the slowest masks by
-// it): on a shared VM a wall-clock maximum is often a mask whose thread was
-// descheduled for most of it, which the CPU time tells apart. Compiles
+// the first mask of a fresh matcher (that mask is not in TBM). With
+// --cpu_time each mask's thread CPU time is taken too (tbm_cpu_max_us, and
+// the slowest masks by it): on a shared VM a wall-clock maximum is often a
+// mask whose thread was descheduled for most of it, which the CPU time
+// tells apart. Off by default: the clock is a system call, and one just
+// before each mask slows the small ones (TBM p50 0.4 -> 0.6 us). Compiles
 // classify no tokens ahead (--classify_ahead_ms=0), as the daemon runs them
 // by default; masks then classify each state on its first visit, which the
 // daemon's background classification would mostly spare them.
@@ -84,6 +86,9 @@ ABSL_FLAG(std::string, cases_out, "",
           "Also write one line per case to this file: split, file, outcome, "
           "conversion, compile and TTFM microseconds, tab-separated (to "
           "find which schemas make a percentile).");
+ABSL_FLAG(bool, cpu_time, false,
+          "Also take each mask's thread CPU time (tbm_cpu_max_us, slowest "
+          "masks by it); the clock's system calls slow small masks a little.");
 ABSL_FLAG(double, classify_ahead_ms, 0,
           "CompileOptions::classify_ahead in milliseconds: 0 (the daemon's "
           "default) leaves every token table to the masks; -1: the engine "
@@ -124,18 +129,21 @@ double ThreadCpuMicros() {
 }
 
 // Feeds `text`; empty when it is accepted and may end there, else why not.
+// With `cpu_max_us`, keeps there the most thread CPU time a mask took.
 std::string Feed(const CompiledGrammar& g, std::string_view text,
                  std::vector<float>* tbm_us, float* cpu_max_us) {
   std::vector<uint32_t> mask(g.mask_words());
   GrammarMatcher m(g);
   for (size_t pos = 0;;) {
     // The CPU clock (a system call) outside the wall-clock window.
-    const double c0 = ThreadCpuMicros();
+    const double c0 = cpu_max_us != nullptr ? ThreadCpuMicros() : 0;
     auto t0 = Clock::now();
     m.FillNextTokenMask(mask.data());
     tbm_us->push_back(static_cast<float>(Micros(Clock::now() - t0)));
-    *cpu_max_us =
-        std::max(*cpu_max_us, static_cast<float>(ThreadCpuMicros() - c0));
+    if (cpu_max_us != nullptr) {
+      *cpu_max_us =
+          std::max(*cpu_max_us, static_cast<float>(ThreadCpuMicros() - c0));
+    }
     if (pos == text.size()) {
       for (int32_t eos : g.vocabulary().eos_ids())
         if ((mask[eos >> 5] >> (eos & 31)) & 1) return "";
@@ -213,7 +221,10 @@ CaseResult RunCase(const grammar::GrammarCompiler& compiler,
     } catch (const Json::exception& e) {
       why = std::string("cannot serialize: ") + e.what();
     }
-    if (why.empty()) why = Feed(*g, text, &r.tbm_us, &r.tbm_cpu_max_us);
+    if (why.empty()) {
+      why = Feed(*g, text, &r.tbm_us,
+                 absl::GetFlag(FLAGS_cpu_time) ? &r.tbm_cpu_max_us : nullptr);
+    }
     if (valid && !why.empty()) {
       r.validation_error = true;
       r.validations.push_back(desc + ": " + why);
@@ -426,11 +437,14 @@ int Run() {
   for (size_t i = 0; i < slow_masks.size() && i < 10; ++i)
     std::printf("  %9.1f us  %s\n", slow_masks[i].first,
                 slow_masks[i].second.c_str());
-  std::sort(cpu_masks.rbegin(), cpu_masks.rend());
-  std::printf("\nSlowest masks by thread CPU time (the case's largest):\n");
-  for (size_t i = 0; i < cpu_masks.size() && i < 10; ++i)
-    std::printf("  %9.1f us  %s\n", cpu_masks[i].first,
-                cpu_masks[i].second.c_str());
+  const bool cpu_time = absl::GetFlag(FLAGS_cpu_time);
+  if (cpu_time) {
+    std::sort(cpu_masks.rbegin(), cpu_masks.rend());
+    std::printf("\nSlowest masks by thread CPU time (the case's largest):\n");
+    for (size_t i = 0; i < cpu_masks.size() && i < 10; ++i)
+      std::printf("  %9.1f us  %s\n", cpu_masks[i].first,
+                  cpu_masks[i].second.c_str());
+  }
   std::printf("\nCompile errors by code:");
   for (const auto& [code, n] : error_codes)
     std::printf(" %s=%d", absl::StatusCodeToString(code).c_str(), n);
@@ -449,13 +463,14 @@ int Run() {
   std::printf(
       "TOTAL cases=%d passing=%d compile_error=%d validation_error=%d "
       "invalidation_error=%d tbm_mean_us=%.1f tbm_p50_us=%.1f tbm_p99_us=%.1f "
-      "tbm_max_us=%.1f ttfm_p50_us=%.0f ttfm_p99_us=%.0f ttfm_max_us=%.0f "
-      "tbm_cpu_max_us=%.1f\n",
+      "tbm_max_us=%.1f ttfm_p50_us=%.0f ttfm_p99_us=%.0f ttfm_max_us=%.0f",
       total.cases, total.passing, total.compile_error, total.validation_error,
       total.invalidation_error, total.TbmMean(), At(total.tbm, 50),
       At(total.tbm, 99), total.tbm.empty() ? 0.0 : total.tbm.back(),
       At(total.ttfm, 50), At(total.ttfm, 99),
-      total.ttfm.empty() ? 0.0 : total.ttfm.back(), total.tbm_cpu_max);
+      total.ttfm.empty() ? 0.0 : total.ttfm.back());
+  if (cpu_time) std::printf(" tbm_cpu_max_us=%.1f", total.tbm_cpu_max);
+  std::printf("\n");
   return 0;
 }
 
