@@ -195,24 +195,38 @@ std::vector<bool> SmallTailLoops(
     begin.push_back(static_cast<int32_t>(targets.size()));
   }
   const internal::Components sccs = internal::StronglyConnected(begin, targets);
-  std::vector<bool> out(n, false);
-  std::vector<int32_t> mark(n, -1), work;
-  for (size_t r = 0; r < n; ++r) {
-    if (!absorbed[r] || (sccs.size[sccs.of[r]] == 1 && !self[r])) continue;
+  // Per component, in reverse topological order (what it reaches first):
+  // its rules' sizes and those of the components it reaches, capped past
+  // the limit. A component reached along two paths counts twice, which
+  // only keeps more loops rules.
+  const size_t num = sccs.size.size();
+  std::vector<int64_t> reach(num, 0);
+  std::vector<bool> cyclic(num, false);
+  std::vector<int32_t> seen(num, -1);
+  size_t at = 0;
+  for (size_t c = 0; c < num; ++c) {
     int64_t total = 0;
-    work.assign({static_cast<int32_t>(r)});
-    mark[r] = static_cast<int32_t>(r);
-    while (!work.empty() && total <= kMaxCopiedLoop) {
-      const int32_t t = work.back();
-      work.pop_back();
-      total += size[t];
-      for (int32_t k = begin[t]; k < begin[t + 1]; ++k) {
-        if (mark[targets[k]] == static_cast<int32_t>(r)) continue;
-        mark[targets[k]] = static_cast<int32_t>(r);
-        work.push_back(targets[k]);
+    for (int32_t k = 0; k < sccs.size[c]; ++k) {
+      const int32_t r = sccs.order[at + k];
+      total += size[r];
+      cyclic[c] = cyclic[c] || sccs.size[c] > 1 || self[r];
+      for (int32_t e = begin[r]; e < begin[r + 1]; ++e) {
+        const int32_t d = sccs.of[targets[e]];
+        if (d == static_cast<int32_t>(c) ||
+            seen[d] == static_cast<int32_t>(c)) {
+          continue;
+        }
+        seen[d] = static_cast<int32_t>(c);
+        total += reach[d];
       }
     }
-    out[r] = total <= kMaxCopiedLoop;
+    reach[c] = std::min(total, kMaxCopiedLoop + 1);
+    at += sccs.size[c];
+  }
+  std::vector<bool> out(n, false);
+  for (size_t r = 0; r < n; ++r) {
+    const int32_t c = sccs.of[r];
+    out[r] = absorbed[r] && cyclic[c] && reach[c] <= kMaxCopiedLoop;
   }
   return out;
 }
