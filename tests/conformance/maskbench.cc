@@ -250,7 +250,6 @@ struct Totals {
       invalidation_error = 0;
   std::vector<float> tbm, ttfm;
   double tbm_sum = 0;
-  float tbm_cpu_max = 0;
 
   void Add(const CaseResult& r) {
     ++cases;
@@ -264,7 +263,6 @@ struct Totals {
     ttfm.push_back(static_cast<float>(r.ttfm_us));
     for (float v : r.tbm_us) tbm_sum += v;
     tbm.insert(tbm.end(), r.tbm_us.begin(), r.tbm_us.end());
-    tbm_cpu_max = std::max(tbm_cpu_max, r.tbm_cpu_max_us);
   }
   void Merge(const Totals& o) {
     cases += o.cases;
@@ -275,7 +273,6 @@ struct Totals {
     tbm.insert(tbm.end(), o.tbm.begin(), o.tbm.end());
     ttfm.insert(ttfm.end(), o.ttfm.begin(), o.ttfm.end());
     tbm_sum += o.tbm_sum;
-    tbm_cpu_max = std::max(tbm_cpu_max, o.tbm_cpu_max);
   }
   double TbmMean() const { return tbm.empty() ? 0 : tbm_sum / tbm.size(); }
   void Sort() {
@@ -283,6 +280,16 @@ struct Totals {
     std::sort(ttfm.begin(), ttfm.end());
   }
 };
+
+// Sorts `masks` (us, file) slowest first and prints the ten slowest.
+void PrintSlowest(const char* title,
+                  std::vector<std::pair<double, std::string>>* masks) {
+  std::sort(masks->rbegin(), masks->rend());
+  std::printf("\n%s\n", title);
+  for (size_t i = 0; i < masks->size() && i < 10; ++i)
+    std::printf("  %9.1f us  %s\n", (*masks)[i].first,
+                (*masks)[i].second.c_str());
+}
 
 void PrintHeader() {
   std::printf(
@@ -366,7 +373,9 @@ int Run() {
   }
   std::vector<std::pair<double, std::string>> compiles;    // (ms, file)
   std::vector<std::pair<double, std::string>> slow_masks;  // (us, file)
-  std::vector<std::pair<double, std::string>> cpu_masks;   // (us, file)
+  // With --cpu_time: (the case's most mask CPU time in us, file).
+  const bool cpu_time = absl::GetFlag(FLAGS_cpu_time);
+  std::vector<std::pair<double, std::string>> cpu_masks;
   std::map<absl::StatusCode, int> error_codes;
   std::vector<std::string> compile_errors;
   std::vector<std::string> invalidations, validations;
@@ -408,7 +417,7 @@ int Run() {
       if (!r.tbm_us.empty()) {
         slow_masks.push_back(
             {*std::max_element(r.tbm_us.begin(), r.tbm_us.end()), r.file});
-        cpu_masks.push_back({r.tbm_cpu_max_us, r.file});
+        if (cpu_time) cpu_masks.push_back({r.tbm_cpu_max_us, r.file});
       }
       if (!r.compile_error.empty()) {
         ++error_codes[r.compile_code];
@@ -432,18 +441,10 @@ int Run() {
   for (size_t i = 0; i < compiles.size() && i < 10; ++i)
     std::printf("  %9.1f ms  %.300s\n", compiles[i].first,
                 compiles[i].second.c_str());
-  std::sort(slow_masks.rbegin(), slow_masks.rend());
-  std::printf("\nSlowest masks (the case's largest TBM):\n");
-  for (size_t i = 0; i < slow_masks.size() && i < 10; ++i)
-    std::printf("  %9.1f us  %s\n", slow_masks[i].first,
-                slow_masks[i].second.c_str());
-  const bool cpu_time = absl::GetFlag(FLAGS_cpu_time);
+  PrintSlowest("Slowest masks (the case's largest TBM):", &slow_masks);
   if (cpu_time) {
-    std::sort(cpu_masks.rbegin(), cpu_masks.rend());
-    std::printf("\nSlowest masks by thread CPU time (the case's largest):\n");
-    for (size_t i = 0; i < cpu_masks.size() && i < 10; ++i)
-      std::printf("  %9.1f us  %s\n", cpu_masks[i].first,
-                  cpu_masks[i].second.c_str());
+    PrintSlowest("Slowest masks by thread CPU time (the case's largest):",
+                 &cpu_masks);
   }
   std::printf("\nCompile errors by code:");
   for (const auto& [code, n] : error_codes)
@@ -469,7 +470,10 @@ int Run() {
       At(total.tbm, 99), total.tbm.empty() ? 0.0 : total.tbm.back(),
       At(total.ttfm, 50), At(total.ttfm, 99),
       total.ttfm.empty() ? 0.0 : total.ttfm.back());
-  if (cpu_time) std::printf(" tbm_cpu_max_us=%.1f", total.tbm_cpu_max);
+  if (cpu_time) {
+    std::printf(" tbm_cpu_max_us=%.1f",
+                cpu_masks.empty() ? 0.0 : cpu_masks.front().first);
+  }
   std::printf("\n");
   return 0;
 }
