@@ -78,6 +78,7 @@ Nfa BuildNfa(const std::vector<E>& rules) {
   for (size_t r = 0; r < rules.size(); ++r) {
     Build(&nfa, r, rules[r], nfa.rule_start(r), nfa.rule_accept(r));
   }
+  nfa.Seal();
   return nfa;
 }
 
@@ -93,7 +94,7 @@ class Oracle {
     for (char ch : text) {
       std::set<Config> next;
       for (const Config& c : cur) {
-        for (const auto& e : nfa_.state(c.first).bytes) {
+        for (const auto& e : nfa_.bytes(c.first)) {
           if (e.lo <= uint8_t(ch) && uint8_t(ch) <= e.hi)
             next.insert({e.to, c.second});
         }
@@ -116,14 +117,13 @@ class Oracle {
       auto add = [&](Config n) {
         if (n.second.size() <= 64 && set.insert(n).second) work.push_back(n);
       };
-      const auto& st = nfa_.state(c.first);
-      for (int32_t t : st.epsilon) add({t, c.second});
-      for (const auto& call : st.calls) {
+      for (int32_t t : nfa_.epsilon(c.first)) add({t, c.second});
+      for (const auto& call : nfa_.calls(c.first)) {
         auto stack = c.second;
         stack.push_back(call.to);
         add({nfa_.rule_start(call.rule), stack});
       }
-      if (c.first == nfa_.rule_accept(st.rule)) {
+      if (c.first == nfa_.rule_accept(nfa_.state_rule(c.first))) {
         if (c.second.empty()) {
           *complete = true;
         } else {
@@ -937,11 +937,12 @@ std::vector<bool> LiveByFixpoint(const Nfa& nfa) {
       grew = false;
       for (int32_t s = 0; s < nfa.num_states(); ++s) {
         if (live[s]) continue;
-        const Nfa::State& st = nfa.state(s);
         bool on = false;
-        for (const auto& e : st.bytes) on |= live[e.to];
-        for (int32_t t : st.epsilon) on |= live[t];
-        for (const auto& c : st.calls) on |= live[c.to] && productive[c.rule];
+        for (const auto& e : nfa.bytes(s)) on |= live[e.to];
+        for (int32_t t : nfa.epsilon(s)) on |= live[t];
+        for (const auto& c : nfa.calls(s)) {
+          on |= live[c.to] && productive[c.rule];
+        }
         if (on) live[s] = grew = true;
       }
     }
@@ -977,25 +978,25 @@ TEST(EngineTest, PruningKeepsExactlyTheEdgesIntoLiveStates) {
     ASSERT_EQ(status.ok(), productive[0]) << "seed " << seed << " " << status;
     if (!status.ok()) continue;
     for (int32_t s = 0; s < before.num_states(); ++s) {
-      const Nfa::State& b = before.state(s);
-      const Nfa::State& a = after.state(s);
       std::vector<int32_t> want_bytes, got_bytes, want_eps, got_eps;
       std::vector<std::pair<int32_t, int32_t>> want_calls, got_calls;
-      for (const auto& e : b.bytes)
+      for (const auto& e : before.bytes(s))
         if (live[e.to]) want_bytes.push_back(e.to);
-      for (const auto& e : a.bytes) got_bytes.push_back(e.to);
-      for (int32_t t : b.epsilon)
+      for (const auto& e : after.bytes(s)) got_bytes.push_back(e.to);
+      for (int32_t t : before.epsilon(s))
         if (live[t]) want_eps.push_back(t);
-      got_eps = a.epsilon;
-      for (const auto& c : b.calls)
+      for (int32_t t : after.epsilon(s)) got_eps.push_back(t);
+      for (const auto& c : before.calls(s))
         if (live[c.to] && productive[c.rule])
           want_calls.push_back({c.rule, c.to});
-      for (const auto& c : a.calls) got_calls.push_back({c.rule, c.to});
+      for (const auto& c : after.calls(s)) got_calls.push_back({c.rule, c.to});
       ASSERT_EQ(got_bytes, want_bytes) << "seed " << seed << " state " << s;
       ASSERT_EQ(got_eps, want_eps) << "seed " << seed << " state " << s;
       ASSERT_EQ(got_calls, want_calls) << "seed " << seed << " state " << s;
-      pruned_edges += (b.bytes.size() + b.epsilon.size() + b.calls.size()) -
-                      (a.bytes.size() + a.epsilon.size() + a.calls.size());
+      pruned_edges += (before.bytes(s).size() + before.epsilon(s).size() +
+                       before.calls(s).size()) -
+                      (after.bytes(s).size() + after.epsilon(s).size() +
+                       after.calls(s).size());
     }
   }
   EXPECT_GT(pruned_edges, 50);  // the random grammars do leave dead paths

@@ -16,62 +16,100 @@ int32_t Nfa::AddRule(std::string name) {
 }
 
 int32_t Nfa::AddState(int32_t rule) {
-  states_.push_back({rule, {}, {}, {}});
+  state_rule_.push_back(rule);
   return num_states() - 1;
 }
 
-std::vector<int32_t> Nfa::EpsilonClosure(std::vector<int32_t> set,
-                                         ClosureScratch* scratch) const {
+template <typename T>
+Nfa::Grouped<T> Nfa::Group(int32_t num_states,
+                           std::vector<std::pair<int32_t, T>>* added) {
+  Grouped<T> g;
+  g.begin.assign(num_states + 1, 0);
+  for (const auto& [from, edge] : *added) ++g.begin[from + 1];
+  for (int32_t s = 0; s < num_states; ++s) g.begin[s + 1] += g.begin[s];
+  g.edges.resize(added->size());
+  std::vector<int32_t> at(g.begin.begin(), g.begin.end() - 1);
+  for (const auto& [from, edge] : *added) g.edges[at[from]++] = edge;
+  std::vector<std::pair<int32_t, T>>().swap(*added);
+  return g;
+}
+
+template <typename T, typename Keep>
+void Nfa::Filter(Grouped<T>* g, Keep keep) {
+  const int32_t n = static_cast<int32_t>(g->begin.size()) - 1;
+  int32_t kept = 0;
+  for (int32_t s = 0; s < n; ++s) {
+    const int32_t first = g->begin[s], last = g->begin[s + 1];
+    g->begin[s] = kept;
+    for (int32_t k = first; k < last; ++k) {
+      if (keep(s, g->edges[k])) g->edges[kept++] = g->edges[k];
+    }
+  }
+  g->begin[n] = kept;
+  g->edges.resize(kept);
+}
+
+void Nfa::EpsilonClosure(const int32_t* begin, const int32_t* end,
+                         ClosureScratch* scratch,
+                         std::vector<int32_t>* out) const {
   std::vector<uint32_t>& mark = scratch->mark;
-  if (mark.size() != states_.size() || ++scratch->stamp == 0) {
-    mark.assign(states_.size(), 0);
+  if (mark.size() != state_rule_.size() || ++scratch->stamp == 0) {
+    mark.assign(state_rule_.size(), 0);
     scratch->stamp = 1;
   }
   const uint32_t stamp = scratch->stamp;
   std::vector<int32_t>& work = scratch->work;
   work.clear();
-  for (int32_t s : set) {
-    if (mark[s] != stamp) {
-      mark[s] = stamp;
-      work.push_back(s);
+  out->clear();
+  for (const int32_t* p = begin; p != end; ++p) {
+    if (mark[*p] != stamp) {
+      mark[*p] = stamp;
+      work.push_back(*p);
+      out->push_back(*p);
     }
   }
   while (!work.empty()) {
     int32_t s = work.back();
     work.pop_back();
-    for (int32_t t : states_[s].epsilon) {
+    for (int32_t t : epsilon(s)) {
       if (mark[t] != stamp) {
         mark[t] = stamp;
-        set.push_back(t);
+        out->push_back(t);
         work.push_back(t);
       }
     }
   }
-  std::sort(set.begin(), set.end());
-  set.erase(std::unique(set.begin(), set.end()), set.end());
-  return set;
+  std::sort(out->begin(), out->end());
+}
+
+void Nfa::Seal() {
+  if (sealed_) return;
+  bytes_ = Group(num_states(), &added_bytes_);
+  calls_ = Group(num_states(), &added_calls_);
+  epsilon_ = Group(num_states(), &added_epsilon_);
+  sealed_ = true;
 }
 
 absl::Status Nfa::PruneUnproductive(int32_t root) {
+  Seal();
   const int32_t n = num_states();
   std::vector<bool> productive(rules_.size(), false);
   // Reverse edges, to walk back from each rule's end: (from, called rule or
   // -1) for state t at preds[begin[t] .. begin[t + 1]).
   std::vector<int32_t> begin(n + 1, 0);
   for (int32_t s = 0; s < n; ++s) {
-    for (const ByteEdge& e : states_[s].bytes) ++begin[e.to + 1];
-    for (int32_t t : states_[s].epsilon) ++begin[t + 1];
-    for (const CallEdge& c : states_[s].calls) ++begin[c.to + 1];
+    for (const ByteEdge& e : bytes(s)) ++begin[e.to + 1];
+    for (int32_t t : epsilon(s)) ++begin[t + 1];
+    for (const CallEdge& c : calls(s)) ++begin[c.to + 1];
   }
   for (int32_t s = 0; s < n; ++s) begin[s + 1] += begin[s];
   std::vector<std::pair<int32_t, int32_t>> preds(begin[n]);
   {
     std::vector<int32_t> at(begin.begin(), begin.end() - 1);
     for (int32_t s = 0; s < n; ++s) {
-      for (const ByteEdge& e : states_[s].bytes) preds[at[e.to]++] = {s, -1};
-      for (int32_t t : states_[s].epsilon) preds[at[t]++] = {s, -1};
-      for (const CallEdge& c : states_[s].calls)
-        preds[at[c.to]++] = {s, c.rule};
+      for (const ByteEdge& e : bytes(s)) preds[at[e.to]++] = {s, -1};
+      for (int32_t t : epsilon(s)) preds[at[t]++] = {s, -1};
+      for (const CallEdge& c : calls(s)) preds[at[c.to]++] = {s, c.rule};
     }
   }
   // A state is live when its rule's end is reachable from it through bytes,
@@ -91,7 +129,7 @@ absl::Status Nfa::PruneUnproductive(int32_t root) {
   while (!work.empty()) {
     const int32_t t = work.back();
     work.pop_back();
-    const int32_t own = states_[t].rule;
+    const int32_t own = state_rule_[t];
     if (t == rules_[own].start && !productive[own]) {
       productive[own] = true;
       for (int32_t from : waiting[own]) revive(from);
@@ -111,20 +149,11 @@ absl::Status Nfa::PruneUnproductive(int32_t root) {
         absl::StrCat("the grammar accepts no string: rule '", rules_[root].name,
                      "' can never complete"));
   }
-  for (State& st : states_) {
-    auto dead_byte = [&](const ByteEdge& e) { return !live[e.to]; };
-    st.bytes.erase(std::remove_if(st.bytes.begin(), st.bytes.end(), dead_byte),
-                   st.bytes.end());
-    auto dead_eps = [&](int32_t t) { return !live[t]; };
-    st.epsilon.erase(
-        std::remove_if(st.epsilon.begin(), st.epsilon.end(), dead_eps),
-        st.epsilon.end());
-    auto dead_call = [&](const CallEdge& c) {
-      return !live[c.to] || !productive[c.rule];
-    };
-    st.calls.erase(std::remove_if(st.calls.begin(), st.calls.end(), dead_call),
-                   st.calls.end());
-  }
+  Filter(&bytes_, [&](int32_t, const ByteEdge& e) { return live[e.to]; });
+  Filter(&epsilon_, [&](int32_t, int32_t t) { return live[t]; });
+  Filter(&calls_, [&](int32_t, const CallEdge& c) {
+    return live[c.to] && productive[c.rule];
+  });
   return absl::OkStatus();
 }
 
@@ -187,6 +216,9 @@ class IntSets {
 absl::StatusOr<Pda> Nfa::Determinize(
     int32_t root, int32_t max_states,
     std::chrono::steady_clock::time_point deadline) const {
+  if (!sealed_) {
+    return absl::FailedPreconditionError("Determinize before Seal");
+  }
   RawPda raw;
   for (const Rule& r : rules_) raw.rule_names.push_back(r.name);
   raw.root_rule = root;
@@ -206,9 +238,8 @@ absl::StatusOr<Pda> Nfa::Determinize(
   auto intern = [&](const std::vector<int32_t>& closed) -> int32_t {
     kept.clear();
     for (int32_t s : closed) {
-      const State& st = states_[s];
-      if (!st.bytes.empty() || !st.calls.empty() ||
-          s == rules_[st.rule].accept) {
+      if (!bytes(s).empty() || !calls(s).empty() ||
+          s == rules_[state_rule_[s]].accept) {
         kept.push_back(s);
       }
     }
@@ -220,7 +251,7 @@ absl::StatusOr<Pda> Nfa::Determinize(
           "the grammar needs more than ", max_states, " automaton states"));
       return Pda::kDead;
     }
-    const int32_t rule = states_[subset[0]].rule;
+    const int32_t rule = state_rule_[subset[0]];
     raw.state_rule.push_back(rule);
     raw.final.push_back(
         std::binary_search(subset.begin(), subset.end(), rules_[rule].accept));
@@ -229,12 +260,15 @@ absl::StatusOr<Pda> Nfa::Determinize(
   // The same targets (before closing over epsilons) come back from many
   // subsets and pieces; their subset is looked up, not closed again.
   IntSets by_targets;
+  std::vector<int32_t> closed;
   // `targets`: sorted, no duplicates.
   auto step = [&](const std::vector<int32_t>& targets) -> int32_t {
     if (int32_t k = by_targets.Find(targets); k >= 0) {
       return by_targets.value(k);
     }
-    const int32_t to = intern(EpsilonClosure(targets, &scratch));
+    EpsilonClosure(targets.data(), targets.data() + targets.size(), &scratch,
+                   &closed);
+    const int32_t to = intern(closed);
     if (status.ok()) by_targets.Add(targets, to);
     return to;
   };
@@ -243,12 +277,15 @@ absl::StatusOr<Pda> Nfa::Determinize(
     v->erase(std::unique(v->begin(), v->end()), v->end());
   };
   // Every rule's start subset first, so that state r is rule r's start.
-  for (const Rule& r : rules_) intern(EpsilonClosure({r.start}, &scratch));
+  for (const Rule& r : rules_) {
+    EpsilonClosure(&r.start, &r.start + 1, &scratch, &closed);
+    intern(closed);
+  }
 
   std::vector<int> cuts;
   std::vector<ByteEdge> edges, open;
   std::vector<int32_t> subset, targets;
-  std::vector<std::pair<int32_t, int32_t>> calls;  // (rule, return state)
+  std::vector<std::pair<int32_t, int32_t>> out_calls;  // (rule, return state)
   for (int32_t expanded = 0; expanded < subsets.size() && status.ok();
        ++expanded) {
     if (expanded % 64 == 63 && std::chrono::steady_clock::now() > deadline) {
@@ -263,7 +300,7 @@ absl::StatusOr<Pda> Nfa::Determinize(
     edges.clear();
     cuts.assign({0, 256});
     for (int32_t s : subset) {
-      for (const ByteEdge& e : states_[s].bytes) {
+      for (const ByteEdge& e : bytes(s)) {
         edges.push_back(e);
         cuts.push_back(e.lo);
         cuts.push_back(e.hi + 1);
@@ -293,18 +330,17 @@ absl::StatusOr<Pda> Nfa::Determinize(
       prev = to;
     }
     raw.runs_begin.push_back(static_cast<int32_t>(raw.runs.size()));
-    calls.clear();
+    out_calls.clear();
     for (int32_t s : subset) {
-      for (const CallEdge& c : states_[s].calls)
-        calls.push_back({c.rule, c.to});
+      for (const CallEdge& c : calls(s)) out_calls.push_back({c.rule, c.to});
     }
-    std::sort(calls.begin(), calls.end());
-    for (size_t i = 0; i < calls.size() && status.ok();) {
-      const int32_t rule = calls[i].first;
+    std::sort(out_calls.begin(), out_calls.end());
+    for (size_t i = 0; i < out_calls.size() && status.ok();) {
+      const int32_t rule = out_calls[i].first;
       targets.clear();
-      for (; i < calls.size() && calls[i].first == rule; ++i) {
-        if (targets.empty() || targets.back() != calls[i].second)
-          targets.push_back(calls[i].second);
+      for (; i < out_calls.size() && out_calls[i].first == rule; ++i) {
+        if (targets.empty() || targets.back() != out_calls[i].second)
+          targets.push_back(out_calls[i].second);
       }
       const int32_t to = step(targets);
       if (!status.ok()) break;
