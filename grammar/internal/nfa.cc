@@ -169,10 +169,12 @@ class IntSets {
   const int32_t* end(int32_t k) const { return pool_.data() + begin_[k + 1]; }
   int32_t value(int32_t k) const { return value_[k]; }
 
-  // The set equal to `set`, or -1.
-  int32_t Find(const std::vector<int32_t>& set) const {
+  static uint64_t Hash(const std::vector<int32_t>& set) {
+    return HashInts(set.data(), set.data() + set.size());
+  }
+  // The set equal to `set`, whose Hash is `h`, or -1.
+  int32_t Find(const std::vector<int32_t>& set, uint64_t h) const {
     if (slots_.empty()) return -1;
-    const uint64_t h = HashInts(set.data(), set.data() + set.size());
     for (size_t i = h & (slots_.size() - 1);;
          i = (i + 1) & (slots_.size() - 1)) {
       const int32_t k = slots_[i];
@@ -181,14 +183,15 @@ class IntSets {
         return k;
     }
   }
-  // Adds `set` (not present yet) with `value`; returns its number.
-  int32_t Add(const std::vector<int32_t>& set, int32_t value) {
+  // Adds `set` (not present yet; its Hash is `h`) with `value`; returns its
+  // number.
+  int32_t Add(const std::vector<int32_t>& set, uint64_t h, int32_t value) {
     if (2 * (value_.size() + 1) > slots_.size()) Grow();
     const int32_t k = size();
     pool_.insert(pool_.end(), set.begin(), set.end());
     begin_.push_back(static_cast<int32_t>(pool_.size()));
     value_.push_back(value);
-    hash_.push_back(HashInts(set.data(), set.data() + set.size()));
+    hash_.push_back(h);
     Place(k);
     return k;
   }
@@ -245,7 +248,8 @@ absl::StatusOr<Pda> Nfa::Determinize(
     }
     if (kept.empty()) kept.push_back(closed[0]);
     const std::vector<int32_t>& subset = kept;
-    if (int32_t k = subsets.Find(subset); k >= 0) return k;
+    const uint64_t h = IntSets::Hash(subset);
+    if (int32_t k = subsets.Find(subset, h); k >= 0) return k;
     if (raw.num_states() >= max_states) {
       status = absl::ResourceExhaustedError(absl::StrCat(
           "the grammar needs more than ", max_states, " automaton states"));
@@ -255,7 +259,7 @@ absl::StatusOr<Pda> Nfa::Determinize(
     raw.state_rule.push_back(rule);
     raw.final.push_back(
         std::binary_search(subset.begin(), subset.end(), rules_[rule].accept));
-    return subsets.Add(subset, 0);
+    return subsets.Add(subset, h, 0);
   };
   // The same targets (before closing over epsilons) come back from many
   // subsets and pieces; their subset is looked up, not closed again.
@@ -263,13 +267,14 @@ absl::StatusOr<Pda> Nfa::Determinize(
   std::vector<int32_t> closed;
   // `targets`: sorted, no duplicates.
   auto step = [&](const std::vector<int32_t>& targets) -> int32_t {
-    if (int32_t k = by_targets.Find(targets); k >= 0) {
+    const uint64_t h = IntSets::Hash(targets);
+    if (int32_t k = by_targets.Find(targets, h); k >= 0) {
       return by_targets.value(k);
     }
     EpsilonClosure(targets.data(), targets.data() + targets.size(), &scratch,
                    &closed);
     const int32_t to = intern(closed);
-    if (status.ok()) by_targets.Add(targets, to);
+    if (status.ok()) by_targets.Add(targets, h, to);
     return to;
   };
   auto sort_unique = [](std::vector<int32_t>* v) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <limits>
 #include <unordered_map>
 
@@ -16,7 +17,11 @@ void Pda::SetByteClasses(const std::array<bool, 256>& starts, int32_t states) {
     byte_class_[b] = static_cast<uint8_t>(c);
   }
   num_classes_ = c + 1;
-  next_.assign(static_cast<size_t>(states) * num_classes_, kDead);
+  // Filled by memset, not element by element: the table of a string counted
+  // to 65535 has five million cells.
+  static_assert(kDead == -1, "memset fills every byte of a cell with 0xFF");
+  next_.resize(static_cast<size_t>(states) * num_classes_);
+  std::memset(next_.data(), 0xFF, next_.size() * sizeof(int32_t));
 }
 
 void Pda::SetRun(int32_t s, int lo, int hi, int32_t target) {

@@ -20,18 +20,28 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 #include <vector>
 
 namespace grammard::grammar::internal {
 
-// A hash of the ints [begin, end) (FNV-like, then mixed), for signatures.
+// A hash of the ints [begin, end): two at a time (one multiply per 64-bit
+// word, which halved the cost of hashing signatures), then murmur's
+// finalizer, so that the low bits the tables index by depend on them all.
 inline uint64_t HashInts(const int32_t* begin, const int32_t* end) {
-  uint64_t h = 0x9E3779B97F4A7C15ull;
-  for (const int32_t* p = begin; p != end; ++p) {
-    h = (h ^ static_cast<uint32_t>(*p)) * 0x100000001B3ull;
+  constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;
+  uint64_t h = kMul ^ static_cast<uint64_t>(end - begin);
+  const int32_t* p = begin;
+  for (; end - p >= 2; p += 2) {
+    uint64_t word;
+    std::memcpy(&word, p, sizeof(word));
+    h = (h ^ word) * kMul;
   }
-  return h ^ (h >> 29);
+  if (p != end) h = (h ^ static_cast<uint32_t>(*p)) * kMul;
+  h ^= h >> 33;
+  h *= 0xFF51AFD7ED558CCDull;
+  return h ^ (h >> 33);
 }
 
 // Appends (first byte of a run, class_of(target)) for runs[begin, end),

@@ -2,7 +2,6 @@
 
 #include <map>
 #include <random>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -128,26 +127,16 @@ TEST(RefineTest, AChainSplitsAStateARoundAtLinearCost) {
   for (int32_t count : seen) EXPECT_LE(count, 1);
 }
 
-// Two signatures {x, 0} and {y, z} with one HashInts: x and y whose
-// products (seed ^ x) * prime agree in their high 32 bits, and z that makes
-// the low bits agree after the second xor. The prime is 2^40 + 0x1B3, so the
-// high bits hold x's low 24 bits shifted, plus a carry that x's high 8 bits
-// move: the search varies both.
+// Two signatures of four ints with one HashInts. It multiplies in one
+// 64-bit word at a time, h = (h ^ word) * kMul from h = kMul ^ length, and
+// its finalizer is a bijection: {1, 0, 0, 0} and {2, 0, z} agree once the
+// second word z undoes, by its xor, where their first words left h.
 std::pair<std::vector<int32_t>, std::vector<int32_t>> CollidingSignatures() {
-  const uint64_t seed = 0x9E3779B97F4A7C15ull, prime = 0x100000001B3ull;
-  std::unordered_map<uint32_t, uint32_t> by_high;
-  for (uint32_t i = 0; i < (1u << 20); ++i) {
-    const uint32_t x = (i >> 12) << 24 | (i & 0xFFF);
-    const uint64_t product = (seed ^ x) * prime;
-    auto [it, fresh] = by_high.emplace(static_cast<uint32_t>(product >> 32), x);
-    if (fresh) continue;
-    const uint64_t other = (seed ^ it->second) * prime;
-    const uint32_t z =
-        static_cast<uint32_t>(product) ^ static_cast<uint32_t>(other);
-    return {{static_cast<int32_t>(it->second), 0},
-            {static_cast<int32_t>(x), static_cast<int32_t>(z)}};
-  }
-  return {};
+  const uint64_t mul = 0x9E3779B97F4A7C15ull, seed = mul ^ 4;
+  const uint64_t z = ((seed ^ 1) * mul) ^ ((seed ^ 2) * mul);
+  return {{1, 0, 0, 0},
+          {2, 0, static_cast<int32_t>(static_cast<uint32_t>(z)),
+           static_cast<int32_t>(static_cast<uint32_t>(z >> 32))}};
 }
 
 TEST(RefineTest, SignaturesWhoseHashesCollideStillSplit) {
