@@ -1,6 +1,7 @@
 #include "grammar/internal/nfa.h"
 
 #include <algorithm>
+#include <array>
 
 #include "absl/strings/str_cat.h"
 #include "grammar/internal/refine.h"
@@ -302,19 +303,28 @@ absl::StatusOr<Pda> Nfa::Determinize(
     // Split the byte range at every edge boundary; within a piece every byte
     // leads to the same subset, that of the edges open over it (a sweep
     // over the edges sorted by first byte).
+    // The boundaries as bits, 0 and 256 always: sorting them per subset was
+    // a tenth of the construction.
     edges.clear();
-    cuts.assign({0, 256});
+    std::array<uint64_t, 5> cut_bits{1, 0, 0, 0, 1};
     for (int32_t s : subset) {
       for (const ByteEdge& e : bytes(s)) {
         edges.push_back(e);
-        cuts.push_back(e.lo);
-        cuts.push_back(e.hi + 1);
+        cut_bits[e.lo >> 6] |= uint64_t{1} << (e.lo & 63);
+        cut_bits[(e.hi + 1) >> 6] |= uint64_t{1} << ((e.hi + 1) & 63);
       }
     }
-    std::sort(cuts.begin(), cuts.end());
-    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
-    std::sort(edges.begin(), edges.end(),
-              [](const ByteEdge& a, const ByteEdge& b) { return a.lo < b.lo; });
+    cuts.clear();
+    for (int w = 0; w < 5; ++w) {
+      for (uint64_t bits = cut_bits[w]; bits != 0; bits &= bits - 1) {
+        cuts.push_back(64 * w + __builtin_ctzll(bits));
+      }
+    }
+    if (edges.size() > 1) {
+      std::sort(
+          edges.begin(), edges.end(),
+          [](const ByteEdge& a, const ByteEdge& b) { return a.lo < b.lo; });
+    }
     open.clear();
     size_t next_edge = 0;
     int32_t prev = -2;
@@ -328,7 +338,7 @@ absl::StatusOr<Pda> Nfa::Determinize(
       }
       targets.clear();
       for (const ByteEdge& e : open) targets.push_back(e.to);
-      sort_unique(&targets);
+      if (targets.size() > 1) sort_unique(&targets);
       const int32_t to = targets.empty() ? Pda::kDead : step(targets);
       if (!status.ok()) break;
       if (to != prev) raw.runs.push_back({lo, to});
