@@ -94,7 +94,7 @@ void Nfa::Seal() {
 absl::Status Nfa::PruneUnproductive(int32_t root) {
   Seal();
   const int32_t n = num_states();
-  std::vector<bool> productive(rules_.size(), false);
+  std::vector<char> productive(rules_.size(), 0);
   // Reverse edges, to walk back from each rule's end: (from, called rule or
   // -1) for state t at preds[begin[t] .. begin[t + 1]).
   std::vector<int32_t> begin(n + 1, 0);
@@ -118,7 +118,7 @@ absl::Status Nfa::PruneUnproductive(int32_t root) {
   // start is live. One backward walk: a call edge into a rule not yet
   // productive waits in that rule's list and is followed when it becomes so
   // (repeating the walk to a fixpoint instead was rules x states).
-  std::vector<bool> live(n, false);
+  std::vector<char> live(n, 0);
   std::vector<std::vector<int32_t>> waiting(rules_.size());
   std::vector<int32_t> work;
   auto revive = [&](int32_t s) {
