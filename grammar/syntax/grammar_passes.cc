@@ -13,20 +13,21 @@
 namespace grammard::grammar {
 namespace {
 
-// Marks every expression reachable from `root_expr` without following rule
-// references, and reports the rules referenced on the way.
+// Marks in `seen` every expression reachable from `root_expr` without
+// following rule references, and reports the rules referenced on the way;
+// `stack` is scratch.
 template <typename OnRuleRef>
-void WalkBody(const Grammar& g, int32_t root_expr, std::vector<bool>* seen,
-              OnRuleRef on_rule_ref) {
-  std::vector<int32_t> stack = {root_expr};
-  while (!stack.empty()) {
-    const int32_t e = stack.back();
-    stack.pop_back();
+void WalkBody(const Grammar& g, int32_t root_expr, std::vector<char>* seen,
+              std::vector<int32_t>* stack, OnRuleRef on_rule_ref) {
+  stack->assign(1, root_expr);
+  while (!stack->empty()) {
+    const int32_t e = stack->back();
+    stack->pop_back();
     if ((*seen)[e]) continue;
-    (*seen)[e] = true;
+    (*seen)[e] = 1;
     const Expr& expr = g.exprs[e];
     if (expr.kind == ExprKind::kRuleRef) on_rule_ref(expr.rule);
-    for (int32_t child : expr.children) stack.push_back(child);
+    for (int32_t child : expr.children) stack->push_back(child);
   }
 }
 
@@ -223,15 +224,17 @@ Grammar MergeEqualRules(Grammar grammar) {
 
 Grammar RemoveUnreachableRules(Grammar grammar) {
   const size_t num_rules = grammar.rules.size();
-  std::vector<bool> rule_kept(num_rules, false);
-  std::vector<bool> expr_kept(grammar.exprs.size(), false);
-  std::vector<int32_t> queue = {grammar.root};
-  rule_kept[grammar.root] = true;
+  // Bytes, not vector<bool> bits, and one stack for all rules: this pass
+  // runs twice per JSON Schema compile.
+  std::vector<char> rule_kept(num_rules, 0);
+  std::vector<char> expr_kept(grammar.exprs.size(), 0);
+  std::vector<int32_t> queue = {grammar.root}, stack;
+  rule_kept[grammar.root] = 1;
   for (size_t head = 0; head < queue.size(); ++head) {
-    WalkBody(grammar, grammar.rules[queue[head]].body, &expr_kept,
+    WalkBody(grammar, grammar.rules[queue[head]].body, &expr_kept, &stack,
              [&](int32_t rule) {
                if (!rule_kept[rule]) {
-                 rule_kept[rule] = true;
+                 rule_kept[rule] = 1;
                  queue.push_back(rule);
                }
              });
@@ -239,9 +242,9 @@ Grammar RemoveUnreachableRules(Grammar grammar) {
 
   // Everything kept (a grammar normalized before): nothing to renumber.
   const size_t rules_kept =
-      static_cast<size_t>(std::count(rule_kept.begin(), rule_kept.end(), true));
+      static_cast<size_t>(std::count(rule_kept.begin(), rule_kept.end(), 1));
   const size_t exprs_kept =
-      static_cast<size_t>(std::count(expr_kept.begin(), expr_kept.end(), true));
+      static_cast<size_t>(std::count(expr_kept.begin(), expr_kept.end(), 1));
   if (rules_kept == num_rules && exprs_kept == grammar.exprs.size()) {
     return grammar;
   }
