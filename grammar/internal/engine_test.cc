@@ -637,13 +637,13 @@ TEST(EngineTest, LeaversOutOfBudgetThatLandNowhereAreRejected) {
 TEST(EngineTest, LeafWalksShareTheSubtreesOfFirstBytesThatLeadToOneForm) {
   // [a-c] [a-e]* and then [a-d] [a-e]*: every first byte leads to the same
   // looping state, so the second walk finds the subtrees of a, b and c
-  // walked and walks only d's (one cache entry per subtree walked, and one
-  // per whole walk).
+  // walked and walks only d's (one cache entry per subtree walked, one per
+  // whole walk, and the first walk's number for the looping state's form).
   auto index = std::make_shared<TokenIndex>(DenseVocab("abcde", 4));
   const int32_t words = (index->vocab().size() + 31) / 32;
   LeafCache* cache = index->leaf_cache();
   for (const auto& [last, added] :
-       std::vector<std::pair<char, size_t>>{{'c', 4}, {'d', 2}}) {
+       std::vector<std::pair<char, size_t>>{{'c', 5}, {'d', 2}}) {
     Nfa nfa = BuildNfa({Seq({Range('a', last), Star(Range('a', 'e'))})});
     ASSERT_TRUE(nfa.PruneUnproductive(0).ok());
     auto pda = nfa.Determinize(0, 100);
@@ -657,6 +657,28 @@ TEST(EngineTest, LeafWalksShareTheSubtreesOfFirstBytesThatLeadToOneForm) {
     EXPECT_EQ(Row(leaf->accepted, words),
               Row(ClassifyState(*pda, *index, start).accepted, words));
   }
+}
+
+TEST(EngineTest, LeafCacheNumbersKeysAndNeverGivesANumberTwice) {
+  // Room for about two numbered keys of 40 bytes.
+  LeafCache cache(100);
+  const std::string a(40, 'a'), b(40, 'b'), c(40, 'c');
+  const uint64_t id_a = cache.IdOf(a);
+  EXPECT_EQ(cache.IdOf(a), id_a);
+  const uint64_t id_b = cache.IdOf(b);
+  EXPECT_NE(id_b, id_a);
+  EXPECT_EQ(cache.IdOf(a), id_a);       // now the most recently used
+  const uint64_t id_c = cache.IdOf(c);  // drops b, the least recently used
+  EXPECT_EQ(cache.entries(), 2u);
+  EXPECT_NE(id_c, id_a);
+  EXPECT_NE(id_c, id_b);
+  EXPECT_EQ(cache.IdOf(a), id_a);
+  // b again: a number neither it nor anything else had, so that what was
+  // kept under its old one can never be read as another key's.
+  const uint64_t again = cache.IdOf(b);
+  EXPECT_NE(again, id_a);
+  EXPECT_NE(again, id_b);
+  EXPECT_NE(again, id_c);
 }
 
 void ExpectSameContext(const ContextTokens& a, const ContextTokens& b,

@@ -161,12 +161,38 @@ void LeafCache::InsertValue(const std::string& key, Value value,
   lru_.push_front({key, std::move(value), size});
   by_key_.emplace(key, lru_.begin());
   bytes_ += size;
+  Evict();
+}
+
+void LeafCache::Evict() {
   while (bytes_ > max_bytes_) {
     const Entry& last = lru_.back();
     bytes_ -= last.bytes;
     by_key_.erase(last.key);
     lru_.pop_back();
   }
+}
+
+uint64_t LeafCache::IdOf(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = by_key_.find(key);
+  if (it != by_key_.end()) {
+    if (auto* id = std::get_if<std::shared_ptr<const Id>>(&it->second->value)) {
+      lru_.splice(lru_.begin(), lru_, it->second);
+      return (*id)->id;
+    }
+  }
+  // Absent (or, by a maker's mistake, kept as another type): a fresh number,
+  // kept only if the key fits, so that no number is ever given twice.
+  const uint64_t id = next_id_++;
+  const size_t size = key.size() + sizeof(Id);
+  if (it == by_key_.end() && size <= max_bytes_) {
+    lru_.push_front({key, std::make_shared<const Id>(Id{id}), size});
+    by_key_.emplace(key, lru_.begin());
+    bytes_ += size;
+    Evict();
+  }
+  return id;
 }
 
 size_t LeafCache::bytes() const {
@@ -621,8 +647,9 @@ std::vector<LeafWalk> WalkLeaves(const Pda& pda, const TokenIndex& index,
   const size_t words = (index.vocab().size() + 31) / 32;
   std::vector<std::vector<uint32_t>> accepted(k,
                                               std::vector<uint32_t>(words, 0));
-  // The forms of the states the first bytes lead to, each found once.
-  std::unordered_map<int32_t, std::optional<std::string>> forms;
+  // The ids of the forms of the states the first bytes lead to (none where
+  // too large to key a subtree), each found once.
+  std::unordered_map<int32_t, std::optional<uint64_t>> form_ids;
   std::vector<int32_t> at(index.max_token_length() + 1), finals(at.size());
   std::vector<std::shared_ptr<const LeafWalk>> subs(k);
   std::vector<std::string> keys(k);
@@ -642,14 +669,21 @@ std::vector<LeafWalk> WalkLeaves(const Pda& pda, const TokenIndex& index,
       const int32_t to = pda.Next(states[j], byte);
       if (to == Pda::kDead) continue;  // nothing read: no leaver either
       if (share_subtrees[j]) {
-        auto [it, added] = forms.try_emplace(to);
-        if (added) it->second = LeafForm(pda, to, kMaxFormStates);
-        if (it->second && it->second->size() <= kMaxSubtreeFormBytes) {
+        auto [it, added] = form_ids.try_emplace(to);
+        if (added) {
+          const std::optional<std::string> form =
+              LeafForm(pda, to, kMaxFormStates);
           // Tagged apart from whole walks' keys, which start with a
-          // state's finality (-2 or -3).
-          keys[j] = "S";
+          // state's finality (-2 or -3), and from the subtrees' keys.
+          if (form && form->size() <= kMaxSubtreeFormBytes) {
+            it->second = cache->IdOf("F" + *form);
+          }
+        }
+        if (it->second) {
+          keys[j].assign(1, 'S');
           keys[j] += static_cast<char>(byte);
-          keys[j] += *it->second;
+          keys[j].append(reinterpret_cast<const char*>(&*it->second),
+                         sizeof(uint64_t));
           subs[j] = cache->Find<LeafWalk>(keys[j]);
         }
       }

@@ -93,12 +93,22 @@ class LeafCache {
     const size_t size = value->MemoryBytes();
     InsertValue(key, Value(std::move(value)), size);
   }
+  // A number for `key` (a long one, such as a DFA's form), the same for
+  // equal keys while it stays cached and never given to another key, so
+  // that keys made from it are short: a walk looks up one per first byte
+  // and lane, and copying and hashing 4 KB forms there was a sixth of a
+  // cold walk.
+  uint64_t IdOf(const std::string& key);
   size_t bytes() const;
   size_t entries() const;
 
  private:
-  using Value = std::variant<std::shared_ptr<const LeafWalk>,
-                             std::shared_ptr<const LinkCodes>>;
+  struct Id {
+    uint64_t id;
+  };
+  using Value =
+      std::variant<std::shared_ptr<const LeafWalk>,
+                   std::shared_ptr<const LinkCodes>, std::shared_ptr<const Id>>;
   struct Entry {
     std::string key;
     Value value;
@@ -106,12 +116,15 @@ class LeafCache {
   };
   Value FindValue(const std::string& key);
   void InsertValue(const std::string& key, Value value, size_t value_bytes);
+  // Under mu_: drops the least recently used entries past max_bytes_.
+  void Evict();
 
   const size_t max_bytes_;
   mutable std::mutex mu_;
   std::list<Entry> lru_;  // most recent first
   std::unordered_map<std::string, std::list<Entry>::iterator> by_key_;
   size_t bytes_ = 0;
+  uint64_t next_id_ = 0;
 };
 
 // The canonical form of the DFA reachable from `state` by bytes (states
