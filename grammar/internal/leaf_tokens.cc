@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string_view>
 
+#include "grammar/internal/refine.h"
 #include "grammar/internal/stack.h"
 
 namespace grammard::grammar::internal {
@@ -158,13 +159,13 @@ void LeafCache::InsertValue(const std::string& key, Value value,
   if (size > max_bytes_) return;
   std::lock_guard<std::mutex> lock(mu_);
   if (by_key_.count(key) > 0) return;  // another thread made it too
+  AddLocked(key, std::move(value), size);
+}
+
+void LeafCache::AddLocked(const std::string& key, Value value, size_t size) {
   lru_.push_front({key, std::move(value), size});
   by_key_.emplace(key, lru_.begin());
   bytes_ += size;
-  Evict();
-}
-
-void LeafCache::Evict() {
   while (bytes_ > max_bytes_) {
     const Entry& last = lru_.back();
     bytes_ -= last.bytes;
@@ -187,10 +188,7 @@ uint64_t LeafCache::IdOf(const std::string& key) {
   const uint64_t id = next_id_++;
   const size_t size = key.size() + sizeof(Id);
   if (it == by_key_.end() && size <= max_bytes_) {
-    lru_.push_front({key, std::make_shared<const Id>(Id{id}), size});
-    by_key_.emplace(key, lru_.begin());
-    bytes_ += size;
-    Evict();
+    AddLocked(key, std::make_shared<const Id>(Id{id}), size);
   }
   return id;
 }
@@ -493,11 +491,7 @@ class LaneProduct {
   static constexpr int32_t kUnknown = -2;
   int32_t num_states() const { return static_cast<int32_t>(alive_.size()); }
   size_t Hash(const int32_t* states) const {
-    uint64_t h = 0;
-    for (int32_t l = 0; l < lanes_; ++l) {
-      h = (h ^ static_cast<uint32_t>(states[l])) * 0x9E3779B97F4A7C15ull;
-    }
-    return static_cast<size_t>(h >> 20);
+    return static_cast<size_t>(HashInts(states, states + lanes_));
   }
   // Doubles the slots, putting every tuple back.
   void Rehash() {

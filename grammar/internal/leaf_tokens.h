@@ -116,8 +116,10 @@ class LeafCache {
   };
   Value FindValue(const std::string& key);
   void InsertValue(const std::string& key, Value value, size_t value_bytes);
-  // Under mu_: drops the least recently used entries past max_bytes_.
-  void Evict();
+  // Under mu_, `key` absent and `size` (key and value) within max_bytes_:
+  // keeps the entry as the most recent, then drops the least recently used
+  // entries past max_bytes_.
+  void AddLocked(const std::string& key, Value value, size_t size);
 
   const size_t max_bytes_;
   mutable std::mutex mu_;

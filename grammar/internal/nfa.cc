@@ -43,7 +43,7 @@ void Nfa::Filter(Grouped<T>* g, Keep keep) {
     const int32_t first = g->begin[s], last = g->begin[s + 1];
     g->begin[s] = kept;
     for (int32_t k = first; k < last; ++k) {
-      if (keep(s, g->edges[k])) g->edges[kept++] = g->edges[k];
+      if (keep(g->edges[k])) g->edges[kept++] = g->edges[k];
     }
   }
   g->begin[n] = kept;
@@ -150,11 +150,10 @@ absl::Status Nfa::PruneUnproductive(int32_t root) {
         absl::StrCat("the grammar accepts no string: rule '", rules_[root].name,
                      "' can never complete"));
   }
-  Filter(&bytes_, [&](int32_t, const ByteEdge& e) { return live[e.to]; });
-  Filter(&epsilon_, [&](int32_t, int32_t t) { return live[t]; });
-  Filter(&calls_, [&](int32_t, const CallEdge& c) {
-    return live[c.to] && productive[c.rule];
-  });
+  Filter(&bytes_, [&](const ByteEdge& e) { return live[e.to]; });
+  Filter(&epsilon_, [&](int32_t t) { return live[t]; });
+  Filter(&calls_,
+         [&](const CallEdge& c) { return live[c.to] && productive[c.rule]; });
   return absl::OkStatus();
 }
 

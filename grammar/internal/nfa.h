@@ -118,7 +118,7 @@ class Nfa {
   template <typename T>
   static Grouped<T> Group(int32_t num_states,
                           std::vector<std::pair<int32_t, T>>* added);
-  // Keeps the edges `keep(from, edge)` accepts, in order.
+  // Keeps the edges `keep(edge)` accepts, in order.
   template <typename T, typename Keep>
   static void Filter(Grouped<T>* g, Keep keep);
 
