@@ -191,11 +191,15 @@ void CompilePool::ClassifyInBackground() {
     }
     // In slices, and only while the cache keeps the grammar: an evicted
     // one is not worth the time, nor the memory this reference holds.
+    // Each slice's tables are charged to the cache as it goes, so that its
+    // budget bounds what classified grammars hold.
     constexpr auto kSlice = std::chrono::milliseconds(100);
-    while (entry != nullptr && cache_->Contains(entry->id) &&
-           !stop_classifying_.load() &&
-           !entry->grammar->ClassifyAhead(
-               std::chrono::steady_clock::now() + kSlice, &stop_classifying_)) {
+    bool done = false;
+    while (!done && entry != nullptr && cache_->Contains(entry->id) &&
+           !stop_classifying_.load()) {
+      done = entry->grammar->ClassifyAhead(
+          std::chrono::steady_clock::now() + kSlice, &stop_classifying_);
+      cache_->Recharge(entry->id);
     }
   }
 }

@@ -127,6 +127,10 @@ class CompilePool {
   // A grammar by id, queued, running or cached; null if unknown.
   std::shared_ptr<CompileJob> Find(const std::string& id);
 
+  // Charges the cached grammar `id` for what it holds now
+  // (GrammarCache::Recharge): for a sequence that used it and closed.
+  void Recharge(const std::string& id) { cache_->Recharge(id); }
+
  private:
   struct Task {
     std::shared_ptr<CompileJob> job;

@@ -180,6 +180,15 @@ TEST_F(CompilePoolTest, GrammarsAreClassifiedInTheBackground) {
     if (!background) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     EXPECT_EQ(table.complete(), background);
     EXPECT_EQ(table.num_built() > 0, background);
+    // What the classifier built is charged to the cache (after each slice,
+    // the last one just after the table completes). The first round's
+    // grammar is the only one cached then.
+    if (background) {
+      while (cache_.bytes() != entry->Bytes() && Clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      EXPECT_EQ(cache_.bytes(), entry->Bytes());
+    }
   }
 }
 
@@ -275,6 +284,54 @@ TEST(GrammarCacheTest, AGrammarsGrowthIsChargedAtItsNextHit) {
   EXPECT_EQ(cache.bytes(), entry->Bytes());
   EXPECT_EQ(cache.size(), 1u);  // "other" made room
   EXPECT_EQ(metrics.cache_bytes->Value(), static_cast<double>(entry->Bytes()));
+}
+
+// Growth without a hit (a grammar classified in the background, or one whose
+// only sequence has closed) is charged by Recharge, which neither counts a
+// hit nor makes the entry recent; past the budget the least recent go.
+TEST(GrammarCacheTest, RechargeChargesGrowthWithoutCountingAHit) {
+  metrics::Registry registry;
+  ServiceMetrics metrics(&registry);
+  auto vocab = grammar::Vocabulary::FromTokens({"a", "b", "ab", "x", "<eos>"},
+                                               {4}, {4}, {"tiny", {}, 0});
+  ASSERT_TRUE(vocab.ok()) << vocab.status();
+  grammar::GrammarCompiler compiler(*vocab);
+  grammar::CompileOptions on_demand;
+  on_demand.classify_ahead = std::chrono::microseconds(0);
+  auto make = [&](std::string id) {
+    auto e = std::make_shared<GrammarEntry>();
+    e->id = std::move(id);
+    e->grammar = *compiler.CompileRegex("[ab]+x", on_demand);
+    return e;
+  };
+  auto first_mask = [](const grammar::CompiledGrammar& g) {
+    grammar::GrammarMatcher matcher(g);
+    std::vector<uint32_t> row(g.mask_words());
+    matcher.FillNextTokenMask(row.data());
+  };
+  auto g = make("g"), h = make("h");
+  const size_t small = g->Bytes();
+  auto twin = make("t");  // ids of one byte, as g and h
+  first_mask(*twin->grammar);
+  const size_t grown = twin->Bytes();
+  ASSERT_GT(grown, small);
+  // Room for g grown and h small, not for both grown.
+  GrammarCache cache(grown + small, &metrics);
+  cache.Insert(g);
+  cache.Insert(h);
+  first_mask(*g->grammar);
+  cache.Recharge("g");
+  EXPECT_EQ(cache.bytes(), grown + small);
+  EXPECT_EQ(metrics.cache_bytes->Value(), static_cast<double>(grown + small));
+  EXPECT_EQ(metrics.cache_hits->Value(), 0);
+  EXPECT_EQ(metrics.cache_evictions->Value(), 0);
+  first_mask(*h->grammar);
+  cache.Recharge("h");  // over the budget: g, still the least recent, goes
+  EXPECT_FALSE(cache.Contains("g"));
+  EXPECT_TRUE(cache.Contains("h"));
+  EXPECT_EQ(cache.bytes(), grown);
+  cache.Recharge("gone");  // not cached: nothing to charge
+  EXPECT_EQ(cache.bytes(), grown);
 }
 
 // An in-memory shared tier: a map, leases that never lapse, and a switch

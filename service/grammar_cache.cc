@@ -28,13 +28,26 @@ std::shared_ptr<const GrammarEntry> GrammarCache::Find(const std::string& id) {
   lru_.splice(lru_.begin(), lru_, slot);
   // Token tables built since the last charge (grammars grow as sequences
   // visit new states) count from now on.
-  const size_t bytes = slot->entry->Bytes();
-  bytes_ += bytes - slot->bytes;
-  slot->bytes = bytes;
+  ChargeLocked(*slot);
   std::shared_ptr<const GrammarEntry> entry = slot->entry;
   EvictLocked(0);
   UpdateGaugesLocked();
   return entry;
+}
+
+void GrammarCache::Recharge(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = by_id_.find(id);
+  if (it == by_id_.end()) return;
+  ChargeLocked(*it->second);
+  EvictLocked(0);
+  UpdateGaugesLocked();
+}
+
+void GrammarCache::ChargeLocked(Slot& slot) {
+  const size_t bytes = slot.entry->Bytes();
+  bytes_ += bytes - slot.bytes;
+  slot.bytes = bytes;
 }
 
 void GrammarCache::Insert(std::shared_ptr<const GrammarEntry> entry) {

@@ -6,8 +6,9 @@
 // again (bad schemas), so a repeated bad request costs a lookup. Failures
 // that a retry might not repeat (deadline, cancellation) are never inserted.
 //
-// Entries are charged what they hold in memory when inserted and again at
-// every hit: a compiled grammar grows as sequences visit its states.
+// Entries are charged what they hold in memory when inserted, again at every
+// hit, and whenever Recharge says they grew: a compiled grammar grows as
+// sequences visit its states and as the background classifier fills it in.
 //
 // Cost: Find and Insert are a hash lookup and a list splice under a mutex.
 // Thread-safety: every method may be called from any thread.
@@ -58,6 +59,12 @@ class GrammarCache {
   // until it fits; an entry larger than the whole budget is not kept.
   void Insert(std::shared_ptr<const GrammarEntry> entry);
 
+  // Charges `id`, if cached, for what its grammar holds now, counting no hit
+  // and leaving its place in the LRU order; the least recently used entries
+  // (it too) go if that is over the budget. For growth no hit would charge:
+  // a grammar classified in the background, or one whose sequences closed.
+  void Recharge(const std::string& id);
+
   // Whether `id` is cached, counting neither a hit nor a miss.
   bool Contains(const std::string& id) const;
   size_t bytes() const;
@@ -71,6 +78,8 @@ class GrammarCache {
   using Lru = std::list<Slot>;  // most recently used first
 
   void EraseLocked(Lru::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Charges `slot` for its entry's bytes now.
+  void ChargeLocked(Slot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Evicts the least recently used entries until `room` more bytes fit.
   void EvictLocked(size_t room) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateGaugesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

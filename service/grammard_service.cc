@@ -133,6 +133,7 @@ class GrammardService::Stream {
     }
     outbox_->cv.notify_all();
     notifier_.join();
+    for (const auto& [id, slot] : sequences_) Release(slot);
     service_->metrics_->active_sequences->Add(
         -static_cast<double>(sequences_.size()));
   }
@@ -179,6 +180,8 @@ class GrammardService::Stream {
 
   void Open(const v1::OpenSequence& open);
   void Close(const v1::CloseSequence& close);
+  // Charges the cache for what the slot's sequence built in its grammar.
+  void Release(const Slot& slot);
   void Step(const v1::Step& step, v1::StepResult* result);
   // Checks a sequence can step; creates its matcher when its grammar is
   // ready.
@@ -410,13 +413,22 @@ void GrammardService::Stream::Open(const v1::OpenSequence& open) {
 }
 
 void GrammardService::Stream::Close(const v1::CloseSequence& close) {
-  if (sequences_.erase(close.sequence_id()) == 0) {
+  auto it = sequences_.find(close.sequence_id());
+  if (it == sequences_.end()) {
     PostStatus(close.sequence_id(), absl::NotFoundError(absl::StrCat(
                                         "sequence ", close.sequence_id(),
                                         " is not open on this stream")));
     return;
   }
+  Release(it->second);
+  sequences_.erase(it);
   service_->metrics_->active_sequences->Add(-1);
+}
+
+void GrammardService::Stream::Release(const Slot& slot) {
+  // Its masks built token tables; a grammar no other request hits again
+  // would otherwise hold them uncharged in the cache.
+  if (slot.sequence != nullptr) service_->compiles_->Recharge(slot.job->id());
 }
 
 absl::Status GrammardService::Stream::Ready(uint64_t id, Slot* slot) {

@@ -798,14 +798,18 @@ TEST(DaemonTest, CompileDeadlineIsReportedAndNotCachedAndSigtermStops) {
       << code;
 }
 
-// The daemon's grammard_active_sequences gauge (-1 if unreadable).
-double ActiveSequences(const Daemon& daemon) {
+// One of the daemon's unlabelled gauges (-1 if unreadable).
+double Gauge(const Daemon& daemon, const std::string& name) {
   auto text = testing::HttpGet(daemon.metrics_port(), "/metrics");
   if (!text.ok()) return -1;
-  const std::string kName = "\ngrammard_active_sequences ";
-  const size_t at = text->find(kName);
+  const std::string line = "\n" + name + " ";
+  const size_t at = text->find(line);
   return at == std::string::npos ? -1
-                                 : std::stod(text->substr(at + kName.size()));
+                                 : std::stod(text->substr(at + line.size()));
+}
+
+double ActiveSequences(const Daemon& daemon) {
+  return Gauge(daemon, "grammard_active_sequences");
 }
 
 // Whether the gauge drops to 0 before `limit`.
@@ -873,6 +877,38 @@ TEST(DaemonTest, IdleStreamsAreCancelled) {
   EXPECT_EQ(rw->Finish().error_code(), grpc::StatusCode::CANCELLED);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
   EXPECT_TRUE(ReclaimedWithin(*daemon, std::chrono::seconds(5)));
+}
+
+// The token tables a sequence's masks build in a grammar are charged to the
+// cache when the sequence closes: a grammar no request hits again would
+// otherwise hold them uncharged, and the cache's budget would not bound the
+// daemon's memory (a soak with a 64 MB cache grew to 900 MB).
+TEST(DaemonTest, WhatASequenceBuiltIsChargedToTheCacheWhenItCloses) {
+  std::unique_ptr<Daemon> daemon;
+  std::unique_ptr<v1::Grammard::Stub> stub;
+  // Nothing classified but by the sequence's own masks.
+  StartOwnDaemon({"--classify_in_background=false"}, &daemon, &stub);
+  if (daemon == nullptr) return;
+  Stream stream(stub.get());
+  stream.Open(1, Schema(R"({"type": "object", "properties": {
+      "a": {"type": "string"}, "b": {"type": "array",
+      "items": {"type": "integer"}}}, "required": ["a"]})"));
+  ASSERT_EQ(stream.WaitStatus(1).state(), v1::GRAMMAR_STATE_READY);
+  const double compiled = Gauge(*daemon, "grammard_cache_bytes");
+  ASSERT_GT(compiled, 0);
+  v1::Step step;
+  step.add_sequences()->set_sequence_id(1);
+  ASSERT_EQ(stream.Step(step).sequences_size(), 1);  // builds tables
+  EXPECT_EQ(Gauge(*daemon, "grammard_cache_bytes"), compiled);
+  stream.Close(1);
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (Gauge(*daemon, "grammard_cache_bytes") == compiled &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_GT(Gauge(*daemon, "grammard_cache_bytes"), compiled);
+  EXPECT_TRUE(stream.Finish().ok());
 }
 
 }  // namespace
