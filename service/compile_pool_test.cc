@@ -243,89 +243,87 @@ TEST(GrammarCacheTest, EvictsLeastRecentlyUsedWithinTheBudget) {
   EXPECT_EQ(tiny.size(), 0u);
 }
 
-// A grammar's token tables are built as matchers use it; the cache charges
-// the growth at the next hit and evicts others to stay within its budget.
-TEST(GrammarCacheTest, AGrammarsGrowthIsChargedAtItsNextHit) {
-  metrics::Registry registry;
-  ServiceMetrics metrics(&registry);
-  auto vocab = grammar::Vocabulary::FromTokens({"a", "b", "ab", "x", "<eos>"},
-                                               {4}, {4}, {"tiny", {}, 0});
-  ASSERT_TRUE(vocab.ok()) << vocab.status();
-  grammar::GrammarCompiler compiler(*vocab);
-  auto entry = std::make_shared<GrammarEntry>();
-  entry->id = "g";
-  grammar::CompileOptions on_demand;  // nothing classified ahead
-  on_demand.classify_ahead = std::chrono::microseconds(0);
-  entry->grammar = *compiler.CompileRegex("[ab]+x", on_demand);
+// A grammar ("[ab]+x", nothing classified ahead) whose first mask makes it
+// grow, to show how the cache charges growth.
+class GrammarCacheGrowthTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto vocab = grammar::Vocabulary::FromTokens({"a", "b", "ab", "x", "<eos>"},
+                                                 {4}, {4}, {"tiny", {}, 0});
+    ASSERT_TRUE(vocab.ok()) << vocab.status();
+    compiler_ = std::make_unique<grammar::GrammarCompiler>(*vocab);
+  }
+
+  std::shared_ptr<GrammarEntry> Entry(std::string id) const {
+    grammar::CompileOptions on_demand;
+    on_demand.classify_ahead = std::chrono::microseconds(0);
+    auto entry = std::make_shared<GrammarEntry>();
+    entry->id = std::move(id);
+    entry->grammar = *compiler_->CompileRegex("[ab]+x", on_demand);
+    return entry;
+  }
+
+  // Builds the grammar's first tables (and the slots they live in).
+  static void FirstMask(const GrammarEntry& entry) {
+    grammar::GrammarMatcher matcher(*entry.grammar);
+    std::vector<uint32_t> row(entry.grammar->mask_words());
+    matcher.FillNextTokenMask(row.data());
+  }
+
+  // What an entry with an id of `id_bytes` bytes holds after its first mask.
+  size_t GrownBytes(size_t id_bytes) const {
+    auto twin = Entry(std::string(id_bytes, 't'));
+    FirstMask(*twin);
+    return twin->Bytes();
+  }
+
+  metrics::Registry registry_;
+  ServiceMetrics metrics_{&registry_};
+  std::unique_ptr<grammar::GrammarCompiler> compiler_;
+};
+
+// The cache charges the growth at the next hit and evicts others to stay
+// within its budget.
+TEST_F(GrammarCacheGrowthTest, AGrammarsGrowthIsChargedAtItsNextHit) {
+  auto entry = Entry("g");
   auto other = std::make_shared<GrammarEntry>();
   other->id = "other";
   other->status = absl::InvalidArgumentError("bad");
   const size_t before = entry->Bytes();
-  // What the grammar will hold after its first mask (its tables, and the
-  // slots they live in, are made then), measured on a twin: the budget fits
-  // both entries before it grows and the grown one alone after.
-  auto first_mask = [](const grammar::CompiledGrammar& g) {
-    grammar::GrammarMatcher matcher(g);
-    std::vector<uint32_t> row(g.mask_words());
-    matcher.FillNextTokenMask(row.data());
-  };
-  GrammarEntry twin;
-  twin.grammar = *compiler.CompileRegex("[ab]+x", on_demand);
-  first_mask(*twin.grammar);
-  const size_t grown = twin.Bytes();
+  const size_t grown = GrownBytes(1);
   ASSERT_GT(grown, before);
-  GrammarCache cache(grown + other->Bytes() - 1, &metrics);
+  // Fits both entries before g grows, and g alone after.
+  GrammarCache cache(grown + other->Bytes() - 1, &metrics_);
   cache.Insert(entry);
   cache.Insert(other);
   EXPECT_EQ(cache.size(), 2u);
-  first_mask(*entry->grammar);
-  ASSERT_GT(entry->Bytes(), before);
+  FirstMask(*entry);
+  ASSERT_EQ(entry->Bytes(), grown);
   EXPECT_EQ(cache.Find("g"), entry);
-  EXPECT_EQ(cache.bytes(), entry->Bytes());
+  EXPECT_EQ(cache.bytes(), grown);
   EXPECT_EQ(cache.size(), 1u);  // "other" made room
-  EXPECT_EQ(metrics.cache_bytes->Value(), static_cast<double>(entry->Bytes()));
+  EXPECT_EQ(metrics_.cache_bytes->Value(), static_cast<double>(grown));
 }
 
 // Growth without a hit (a grammar classified in the background, or one whose
 // only sequence has closed) is charged by Recharge, which neither counts a
 // hit nor makes the entry recent; past the budget the least recent go.
-TEST(GrammarCacheTest, RechargeChargesGrowthWithoutCountingAHit) {
-  metrics::Registry registry;
-  ServiceMetrics metrics(&registry);
-  auto vocab = grammar::Vocabulary::FromTokens({"a", "b", "ab", "x", "<eos>"},
-                                               {4}, {4}, {"tiny", {}, 0});
-  ASSERT_TRUE(vocab.ok()) << vocab.status();
-  grammar::GrammarCompiler compiler(*vocab);
-  grammar::CompileOptions on_demand;
-  on_demand.classify_ahead = std::chrono::microseconds(0);
-  auto make = [&](std::string id) {
-    auto e = std::make_shared<GrammarEntry>();
-    e->id = std::move(id);
-    e->grammar = *compiler.CompileRegex("[ab]+x", on_demand);
-    return e;
-  };
-  auto first_mask = [](const grammar::CompiledGrammar& g) {
-    grammar::GrammarMatcher matcher(g);
-    std::vector<uint32_t> row(g.mask_words());
-    matcher.FillNextTokenMask(row.data());
-  };
-  auto g = make("g"), h = make("h");
+TEST_F(GrammarCacheGrowthTest, RechargeChargesGrowthWithoutCountingAHit) {
+  auto g = Entry("g"), h = Entry("h");
   const size_t small = g->Bytes();
-  auto twin = make("t");  // ids of one byte, as g and h
-  first_mask(*twin->grammar);
-  const size_t grown = twin->Bytes();
+  const size_t grown = GrownBytes(1);
   ASSERT_GT(grown, small);
   // Room for g grown and h small, not for both grown.
-  GrammarCache cache(grown + small, &metrics);
+  GrammarCache cache(grown + small, &metrics_);
   cache.Insert(g);
   cache.Insert(h);
-  first_mask(*g->grammar);
+  FirstMask(*g);
   cache.Recharge("g");
   EXPECT_EQ(cache.bytes(), grown + small);
-  EXPECT_EQ(metrics.cache_bytes->Value(), static_cast<double>(grown + small));
-  EXPECT_EQ(metrics.cache_hits->Value(), 0);
-  EXPECT_EQ(metrics.cache_evictions->Value(), 0);
-  first_mask(*h->grammar);
+  EXPECT_EQ(metrics_.cache_bytes->Value(), static_cast<double>(grown + small));
+  EXPECT_EQ(metrics_.cache_hits->Value(), 0);
+  EXPECT_EQ(metrics_.cache_evictions->Value(), 0);
+  FirstMask(*h);
   cache.Recharge("h");  // over the budget: g, still the least recent, goes
   EXPECT_FALSE(cache.Contains("g"));
   EXPECT_TRUE(cache.Contains("h"));
