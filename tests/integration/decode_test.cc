@@ -798,18 +798,8 @@ TEST(DaemonTest, CompileDeadlineIsReportedAndNotCachedAndSigtermStops) {
       << code;
 }
 
-// One of the daemon's unlabelled gauges (-1 if unreadable).
-double Gauge(const Daemon& daemon, const std::string& name) {
-  auto text = testing::HttpGet(daemon.metrics_port(), "/metrics");
-  if (!text.ok()) return -1;
-  const std::string line = "\n" + name + " ";
-  const size_t at = text->find(line);
-  return at == std::string::npos ? -1
-                                 : std::stod(text->substr(at + line.size()));
-}
-
 double ActiveSequences(const Daemon& daemon) {
-  return Gauge(daemon, "grammard_active_sequences");
+  return testing::Metric(daemon, "grammard_active_sequences");
 }
 
 // Whether the gauge drops to 0 before `limit`.
@@ -894,20 +884,20 @@ TEST(DaemonTest, WhatASequenceBuiltIsChargedToTheCacheWhenItCloses) {
       "a": {"type": "string"}, "b": {"type": "array",
       "items": {"type": "integer"}}}, "required": ["a"]})"));
   ASSERT_EQ(stream.WaitStatus(1).state(), v1::GRAMMAR_STATE_READY);
-  const double compiled = Gauge(*daemon, "grammard_cache_bytes");
+  const double compiled = testing::Metric(*daemon, "grammard_cache_bytes");
   ASSERT_GT(compiled, 0);
   v1::Step step;
   step.add_sequences()->set_sequence_id(1);
   ASSERT_EQ(stream.Step(step).sequences_size(), 1);  // builds tables
-  EXPECT_EQ(Gauge(*daemon, "grammard_cache_bytes"), compiled);
+  EXPECT_EQ(testing::Metric(*daemon, "grammard_cache_bytes"), compiled);
   stream.Close(1);
   const auto until =
       std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (Gauge(*daemon, "grammard_cache_bytes") == compiled &&
+  while (testing::Metric(*daemon, "grammard_cache_bytes") == compiled &&
          std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  EXPECT_GT(Gauge(*daemon, "grammard_cache_bytes"), compiled);
+  EXPECT_GT(testing::Metric(*daemon, "grammard_cache_bytes"), compiled);
   EXPECT_TRUE(stream.Finish().ok());
 }
 

@@ -8,7 +8,6 @@
 #include <atomic>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -27,6 +26,7 @@ namespace {
 namespace v1 = grammard::v1;
 using std::chrono::milliseconds;
 using testing::Daemon;
+using testing::Metric;
 using testing::RedisServer;
 
 constexpr char kPrefix[] = "t:";
@@ -38,21 +38,6 @@ std::string Schema(const std::string& tag) {
       "20", R"(},"tag":{"const":")", tag,
       R"("},"n":{"type":"integer","minimum":0,"maximum":99999}},)",
       R"("required":["name","tag"]})");
-}
-
-// The sum of a metric's samples (over its labels) on a daemon's /metrics.
-double Metric(const Daemon& d, const std::string& name) {
-  auto text = testing::HttpGet(d.metrics_port(), "/metrics");
-  if (!text.ok()) return -1;
-  double sum = 0;
-  std::istringstream lines(*text);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.rfind(name, 0) != 0) continue;
-    const char next = line[name.size()];
-    if (next != ' ' && next != '{') continue;
-    sum += std::stod(line.substr(line.rfind(' ') + 1));
-  }
-  return sum;
 }
 
 double Compiles(const Daemon& d) {

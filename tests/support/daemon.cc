@@ -171,4 +171,18 @@ absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
   return response.substr(body + 4);
 }
 
+double Metric(const Daemon& daemon, const std::string& name) {
+  auto text = HttpGet(daemon.metrics_port(), "/metrics");
+  if (!text.ok()) return -1;
+  double sum = 0;
+  std::istringstream lines(*text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(name, 0) != 0) continue;
+    const char next = line[name.size()];
+    if (next != ' ' && next != '{') continue;
+    sum += std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return sum;
+}
+
 }  // namespace grammard::testing

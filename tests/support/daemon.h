@@ -69,6 +69,10 @@ class Daemon {
 // GET http://127.0.0.1:<port><path>; the body, or an error.
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
 
+// The sum of a metric's samples (over its labels) on the daemon's /metrics;
+// -1 if the page cannot be read.
+double Metric(const Daemon& daemon, const std::string& name);
+
 }  // namespace grammard::testing
 
 #endif  // GRAMMARD_TESTS_SUPPORT_DAEMON_H_
