@@ -183,6 +183,31 @@ TEST(JsonSchemaTest, ObjectStatesShareTheirPieces) {
   EXPECT_LT(r->grammar.exprs.size(), 1000u);  // 1,762 with copies
 }
 
+TEST(JsonSchemaTest, NamesWhoseValuesShareASchemaShareOneKey) {
+  // A pattern whose value is what additionalProperties allows anyway
+  // constrains nothing: the object is any object, with no key automaton
+  // counting to 255 (a first mask's walk of the vocabulary per count).
+  const std::string counted =
+      R"({"type": "object", "patternProperties": {"^.{1,255}$": {}}})";
+  absl::StatusOr<JsonSchemaResult> plain =
+      JsonSchemaToGrammar(R"({"type": "object"})");
+  absl::StatusOr<JsonSchemaResult> patterned = JsonSchemaToGrammar(counted);
+  ASSERT_TRUE(plain.ok() && patterned.ok());
+  EXPECT_LE(patterned->grammar.exprs.size(),
+            plain->grammar.exprs.size() + 40);  // 1,678 apart
+  Expect(counted,
+         {"{}", "{\"\":1}", "{\"" + std::string(300, 'k') + "\":[1]}",
+          "{\"a\":{},\"b\":2}"},
+         {"{\"a\"}", "[]"});
+  // Two patterns and the other names, all integers: one key for all three,
+  // still typed.
+  Expect(R"({"patternProperties": {"^x": {"type": "integer"},
+                                   "^y": {"type": "integer"}},
+             "additionalProperties": {"type": "integer"}})",
+         {"{\"x1\":1,\"y\":2,\"z\":3}", "{}"},
+         {"{\"x1\":\"s\"}", "{\"z\":\"s\"}"});
+}
+
 TEST(JsonSchemaTest, Unevaluated) {
   Expect(R"({"properties": {"a": true}, "unevaluatedProperties": false})",
          {"{\"a\":1}", "{}"}, {"{\"b\":1}"});

@@ -3204,6 +3204,15 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
   if (!not_witness_dfa.ok()) return not_witness_dfa.status();
   std::vector<int32_t> others;
   std::vector<int32_t> witness_others;
+  // Names whose values share one schema, one key automaton each: a pattern
+  // whose value is what additionalProperties allows anyway (`"^.{1,255}$":
+  // {}` beside the default `true`) constrains nothing, and its counted key
+  // would cost every first mask there a walk of the vocabulary per count.
+  struct NameClass {
+    TermSet value;
+    std::optional<CharDfa> keys;  // none: any string
+  };
+  std::vector<NameClass> name_classes;
   const uint32_t classes = 1u << patterns.size();
   for (uint32_t in = 0; in < classes; ++in) {
     TermSet value;
@@ -3225,11 +3234,9 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
     }
     value = Canon(std::move(value));
     if (IsFalseSet(value)) continue;
-    int32_t key_expr;
     CharDfa keys = Complement(*declared_dfa);
-    if (patterns.empty() && declared.empty() && !*names) {
-      key_expr = e_.AnyString();
-    } else {
+    const bool any_key = patterns.empty() && declared.empty() && !*names;
+    if (!any_key) {
       absl::Status st;
       auto narrow = [&](const CharDfa& x, bool keep) {
         if (!st.ok()) return;
@@ -3253,18 +3260,34 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
       if (*names) narrow(**names, true);
       if (!st.ok()) return loose("patternProperties", st);
       if (keys.IsEmpty()) continue;
-      key_expr = e_.NewRule("key", e_.DfaString(keys, "key"));
-      key_expr = e_.Ref(key_expr);
     }
-    others.push_back(member_with(key_expr, value, false));
+    auto same =
+        std::find_if(name_classes.begin(), name_classes.end(),
+                     [&](const NameClass& c) { return c.value == value; });
+    if (same == name_classes.end()) {
+      name_classes.push_back(
+          {std::move(value),
+           any_key ? std::nullopt : std::optional<CharDfa>(std::move(keys))});
+    } else {
+      absl::StatusOr<CharDfa> both =
+          json_schema_internal::Union(*same->keys, keys, opt_.dfa);
+      if (!both.ok()) return loose("patternProperties", both.status());
+      same->keys = *std::move(both);
+    }
+  }
+  for (const NameClass& c : name_classes) {
+    const int32_t key_expr =
+        c.keys ? e_.Ref(e_.NewRule("key", e_.DfaString(*c.keys, "key")))
+               : e_.AnyString();
+    others.push_back(member_with(key_expr, c.value, false));
     if (witness != nullptr) {
-      absl::StatusOr<CharDfa> wkeys =
-          Subtract(keys, *not_witness_dfa, opt_.dfa);
+      absl::StatusOr<CharDfa> wkeys = Subtract(
+          c.keys ? *c.keys : AnyStringDfa(), *not_witness_dfa, opt_.dfa);
       if (!wkeys.ok()) return loose("additionalProperties", wkeys.status());
       if (!wkeys->IsEmpty()) {
         witness_others.push_back(
             member_with(e_.Ref(e_.NewRule("key", e_.DfaString(*wkeys, "key"))),
-                        value, true));
+                        c.value, true));
       }
     }
   }
