@@ -617,6 +617,10 @@ TEST(EngineTest, AlikeOfARuleTooLargeForOneLevelComparesNothing) {
   EXPECT_TRUE(narrow.states.empty());
   EXPECT_EQ(narrow.SharedDepth(wide.states[1], wide.states[2]), -1);
   EXPECT_EQ(pda.AlikeUpTo(0, 4, 2 * n).depth, 1);
+  // Asked for at least two levels past level 0, work for three is too
+  // little; for four, they are compared.
+  EXPECT_EQ(pda.AlikeUpTo(0, 4, 3 * n - 1, /*min_depth=*/2).depth, -1);
+  EXPECT_EQ(pda.AlikeUpTo(0, 4, 3 * n, /*min_depth=*/2).depth, 2);
 }
 
 TEST(EngineTest, LeaversOutOfBudgetThatLandNowhereAreRejected) {

@@ -230,11 +230,13 @@ std::vector<bool> NullableRules(const Pda& pda) {
 
 }  // namespace
 
-Pda::Alike Pda::AlikeUpTo(int32_t rule, int32_t depth, int64_t max_work) const {
+Pda::Alike Pda::AlikeUpTo(int32_t rule, int32_t depth, int64_t max_work,
+                          int32_t min_depth) const {
   Alike out;
   // Counted first, far cheaper than walking the rule: a string of maxLength
   // 65535 has a state per count, and walking them took 17 ms for nothing.
-  if (std::count(state_rule_.begin(), state_rule_.end(), rule) > max_work / 2) {
+  if (std::count(state_rule_.begin(), state_rule_.end(), rule) >
+      max_work / (min_depth + 1)) {
     out.depth = -1;
     return out;
   }

@@ -112,8 +112,9 @@ class Pda {
   // any token alike. Sufficient, not exact: a call of a rule that may match
   // nothing returns alike only to the very same state.
   // Levels past `max_work` / (rule states) are not compared (depth is then
-  // less than asked); with work for fewer than two levels, none is (depth
-  // -1, no states: level 0 alone tells nothing worth sharing).
+  // less than asked); with work for fewer than `min_depth` + 1 levels, none
+  // is (depth -1, no states: level 0 alone tells nothing worth sharing, and
+  // a few levels of a large rule cost more than they save).
   // Cost: O(states) to count the rule's, then O(rule states x (256 + depth
   // x moves)) time, on demand; memory a few ints per state of the rule (the
   // classes as a tree of splits).
@@ -131,7 +132,8 @@ class Pda {
     std::vector<int32_t> leaf, node_parent, node_level;
   };
   Alike AlikeUpTo(int32_t rule, int32_t depth,
-                  int64_t max_work = int64_t{1} << 30) const;
+                  int64_t max_work = int64_t{1} << 30,
+                  int32_t min_depth = 1) const;
 
   // The Pda of `raw` with equivalent states of each rule merged (Moore's
   // partition refinement): states that end alike, move alike on every byte

@@ -566,9 +566,12 @@ constexpr int kMaxNestedContexts = 64;
 // How many bytes ahead return states are compared for sharing contexts:
 // most tokens are shorter, and the few longer ones are read for real.
 constexpr int32_t kAlikeDepth = 32;
-// Rule states x levels compared at most (about 100 ns each): fewer levels
-// for a large rule.
-constexpr int64_t kAlikeWork = int64_t{1} << 16;
+// Rule states x levels compared at most (about 90 ns each, 1.5 ms in all),
+// and the fewest levels worth comparing: a large rule gets fewer levels, and
+// a rule of thousands of states none (an object's 4,343 took a mask 5.8 ms
+// for 14 levels), its contexts read in full.
+constexpr int64_t kAlikeWork = int64_t{1} << 14;
+constexpr int32_t kMinAlikeDepth = 8;
 // Contexts of fewer uncertain tokens than this share of the vocabulary
 // (4096 of llama3's) are read in full, a few hundred microseconds: less
 // than comparing the states of a large rule.
@@ -1069,7 +1072,7 @@ const ContextTokens* TokenTable::AlikeContext(size_t i, int32_t return_state,
   if (built.empty()) return nullptr;
   RuleAlike& a = alike_[rule];
   std::call_once(a.once, [&] {
-    a.alike = pda_.AlikeUpTo(rule, kAlikeDepth, kAlikeWork);
+    a.alike = pda_.AlikeUpTo(rule, kAlikeDepth, kAlikeWork, kMinAlikeDepth);
     alike_bytes_.fetch_add(a.alike.MemoryBytes(), std::memory_order_relaxed);
   });
   const ContextTokens* like = nullptr;
