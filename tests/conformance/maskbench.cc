@@ -30,6 +30,18 @@
 // by default; masks then classify each state on its first visit, which the
 // daemon's background classification would mostly spare them.
 //
+// Settling: on a VM whose guest reports free memory to the host (virtio
+// free page reporting: this project's Firecracker VMs, `page_reporting.*` on
+// the kernel command line), memory freed by a process that just exited
+// (the build, a previous run: about 450 MB) is reported about 2 s later,
+// and the host pauses both vCPUs for 20-35 ms while it takes it back. A
+// run started right after another met such a pause in its first seconds of
+// masks in 12 of 22 runs (over 20 ms in 10), counted in a mask's wall and
+// CPU time alike (perf had no sample of either thread for 33 ms); started
+// 8 s after the last, in none of 5. --settle_s waits that out after the
+// tokenizer loads (3 s by default), so that the maxima measure masks, not
+// the host.
+//
 // Output: a table per split and a total row, the slowest compiles and masks,
 // compile errors by status code, the first compile, invalidation and
 // validation errors, and a last line
@@ -53,6 +65,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -89,6 +102,9 @@ ABSL_FLAG(std::string, cases_out, "",
 ABSL_FLAG(bool, cpu_time, false,
           "Also take each mask's thread CPU time (tbm_cpu_max_us, slowest "
           "masks by it); the clock's system calls slow small masks a little.");
+ABSL_FLAG(double, settle_s, 3,
+          "Seconds to wait after loading the tokenizer, before the first "
+          "case: see 'Settling' above (0: none).");
 ABSL_FLAG(double, classify_ahead_ms, 0,
           "CompileOptions::classify_ahead in milliseconds: 0 (the daemon's "
           "default) leaves every token table to the masks; -1: the engine "
@@ -359,6 +375,11 @@ int Run() {
   grammar::ThreadPool pool(std::max(1, absl::GetFlag(FLAGS_threads)));
   std::printf("maskbench: %s, llama3, property_order=%s, threads=%d\n",
               dir.c_str(), order.c_str(), pool.num_threads());
+  if (const double settle = absl::GetFlag(FLAGS_settle_s); settle > 0) {
+    std::printf("maskbench: settling %.1f s before the first case\n", settle);
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::duration<double>(settle));
+  }
 
   Totals total;
   std::FILE* cases_out = nullptr;
