@@ -8,6 +8,7 @@
 //                         any_repeatable]
 //       [--deadline_s=S]
 //       [--classify_ahead_ms=MS] [--cases_out=FILE] [--cpu_time]
+//       [--settle_s=S] [--settle_max_s=S]
 //
 // Per case: the schema goes through JsonSchemaToGrammar (strict, default
 // options but the chosen property order, by default any_repeatable because
@@ -30,17 +31,17 @@
 // by default; masks then classify each state on its first visit, which the
 // daemon's background classification would mostly spare them.
 //
-// Settling: on a VM whose guest reports free memory to the host (virtio
-// free page reporting: this project's Firecracker VMs, `page_reporting.*` on
-// the kernel command line), memory freed by a process that just exited
-// (the build, a previous run: about 450 MB) is reported about 2 s later,
-// and the host pauses both vCPUs for 20-35 ms while it takes it back. A
-// run started right after another met such a pause in its first seconds of
-// masks in 12 of 22 runs (over 20 ms in 10), counted in a mask's wall and
-// CPU time alike (perf had no sample of either thread for 33 ms); started
-// 8 s after the last, in none of 5. --settle_s waits that out after the
-// tokenizer loads (3 s by default), so that the maxima measure masks, not
-// the host.
+// Settling: this project's VMs (Firecracker guests) sometimes stop both
+// vCPUs for 20-50 ms, which a mask running then counts in its wall and CPU
+// time alike (perf had no sample of either thread for 33 ms of a 35.5 ms
+// mask). A run started right after another met such a stop in its first
+// seconds of masks in 12 of 22 runs (over 20 ms in 10); started 8 s after
+// the last, in none of 5; with this wait, in 1 of 13. The guest reports
+// freed memory to the host (`page_reporting.*` on its kernel command line),
+// the likeliest cause, unproven: freeing 3 GB just before a run provoked
+// no stop the wait could see. After the tokenizer loads, --settle_s waits
+// until the process has slept 3 s (by default) in 1 ms steps with none
+// taking 10 ms (at most --settle_max_s, 30 s), and prints how many did.
 //
 // Output: a table per split and a total row, the slowest compiles and masks,
 // compile errors by status code, the first compile, invalidation and
@@ -103,8 +104,10 @@ ABSL_FLAG(bool, cpu_time, false,
           "Also take each mask's thread CPU time (tbm_cpu_max_us, slowest "
           "masks by it); the clock's system calls slow small masks a little.");
 ABSL_FLAG(double, settle_s, 3,
-          "Seconds to wait after loading the tokenizer, before the first "
-          "case: see 'Settling' above (0: none).");
+          "Before the first case, wait until the process has run this many "
+          "seconds without a pause of the VM (see 'Settling' above; 0: no "
+          "wait), for at most --settle_max_s.");
+ABSL_FLAG(double, settle_max_s, 30, "The longest --settle_s may wait.");
 ABSL_FLAG(double, classify_ahead_ms, 0,
           "CompileOptions::classify_ahead in milliseconds: 0 (the daemon's "
           "default) leaves every token table to the masks; -1: the engine "
@@ -253,6 +256,36 @@ CaseResult RunCase(const grammar::GrammarCompiler& compiler,
   return r;
 }
 
+struct Settled {
+  double waited_s = 0;
+  int pauses = 0;
+  double longest_ms = 0;
+};
+
+// Sleeps 1 ms at a time until `quiet_s` seconds pass with no sleep taking
+// 10 ms or more (on an idle machine, a stop of the whole VM), or `max_s`
+// seconds in all.
+Settled Settle(double quiet_s, double max_s) {
+  Settled out;
+  const auto start = Clock::now();
+  auto quiet_since = start, last = start;
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const auto now = Clock::now();
+    const double gap_ms = Micros(now - last) / 1000;
+    last = now;
+    if (gap_ms >= 10) {
+      ++out.pauses;
+      out.longest_ms = std::max(out.longest_ms, gap_ms);
+      quiet_since = now;
+    }
+    out.waited_s = Micros(now - start) / 1e6;
+    if (Micros(now - quiet_since) / 1e6 >= quiet_s || out.waited_s >= max_s) {
+      return out;
+    }
+  }
+}
+
 // Percentiles over a sorted vector.
 double At(const std::vector<float>& sorted, double p) {
   if (sorted.empty()) return 0;
@@ -376,9 +409,11 @@ int Run() {
   std::printf("maskbench: %s, llama3, property_order=%s, threads=%d\n",
               dir.c_str(), order.c_str(), pool.num_threads());
   if (const double settle = absl::GetFlag(FLAGS_settle_s); settle > 0) {
-    std::printf("maskbench: settling %.1f s before the first case\n", settle);
-    std::fflush(stdout);
-    std::this_thread::sleep_for(std::chrono::duration<double>(settle));
+    const Settled st = Settle(settle, absl::GetFlag(FLAGS_settle_max_s));
+    std::printf(
+        "maskbench: settled in %.1f s (%d sleeps of 1 ms took 10 ms or more, "
+        "the longest %.1f ms)\n",
+        st.waited_s, st.pauses, st.longest_ms);
   }
 
   Totals total;
