@@ -798,8 +798,13 @@ TEST(DaemonTest, CompileDeadlineIsReportedAndNotCachedAndSigtermStops) {
       << code;
 }
 
+// The daemon's grammard_active_sequences gauge; -1 if it cannot be read,
+// so that a gauge gone from /metrics never reads as "all reclaimed".
 double ActiveSequences(const Daemon& daemon) {
-  return testing::Metric(daemon, "grammard_active_sequences");
+  int samples = 0;
+  const double value =
+      testing::Metric(daemon, "grammard_active_sequences", &samples);
+  return samples == 1 ? value : -1;
 }
 
 // Whether the gauge drops to 0 before `limit`.

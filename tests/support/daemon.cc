@@ -171,7 +171,8 @@ absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
   return response.substr(body + 4);
 }
 
-double Metric(const Daemon& daemon, const std::string& name) {
+double Metric(const Daemon& daemon, const std::string& name, int* samples) {
+  if (samples != nullptr) *samples = 0;
   auto text = HttpGet(daemon.metrics_port(), "/metrics");
   if (!text.ok()) return -1;
   double sum = 0;
@@ -181,6 +182,7 @@ double Metric(const Daemon& daemon, const std::string& name) {
     const char next = line[name.size()];
     if (next != ' ' && next != '{') continue;
     sum += std::stod(line.substr(line.rfind(' ') + 1));
+    if (samples != nullptr) ++*samples;
   }
   return sum;
 }

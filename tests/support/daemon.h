@@ -69,9 +69,11 @@ class Daemon {
 // GET http://127.0.0.1:<port><path>; the body, or an error.
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
 
-// The sum of a metric's samples (over its labels) on the daemon's /metrics;
-// -1 if the page cannot be read.
-double Metric(const Daemon& daemon, const std::string& name);
+// The sum of a metric's samples (over its labels) on the daemon's /metrics,
+// 0 when there are none (a labelled family before its first sample); -1 if
+// the page cannot be read. With `samples`, how many there were.
+double Metric(const Daemon& daemon, const std::string& name,
+              int* samples = nullptr);
 
 }  // namespace grammard::testing
 
