@@ -2,10 +2,9 @@
 // warning on stderr at start-up). Found through dlsym so that the sanitizer
 // builds, which link no jemalloc, build this too and skip.
 #include <dlfcn.h>
+#include <sys/types.h>
 
 #include <cstddef>
-#include <cstdint>
-#include <cstring>
 
 #include "gtest/gtest.h"
 

@@ -3213,6 +3213,7 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
     std::optional<CharDfa> keys;  // none: any string
   };
   std::vector<NameClass> name_classes;
+  const bool any_key = patterns.empty() && declared.empty() && !*names;
   const uint32_t classes = 1u << patterns.size();
   for (uint32_t in = 0; in < classes; ++in) {
     TermSet value;
@@ -3235,7 +3236,6 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
     value = Canon(std::move(value));
     if (IsFalseSet(value)) continue;
     CharDfa keys = Complement(*declared_dfa);
-    const bool any_key = patterns.empty() && declared.empty() && !*names;
     if (!any_key) {
       absl::Status st;
       auto narrow = [&](const CharDfa& x, bool keep) {
