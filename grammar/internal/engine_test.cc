@@ -663,6 +663,43 @@ TEST(EngineTest, LeafWalksShareTheSubtreesOfFirstBytesThatLeadToOneForm) {
   }
 }
 
+TEST(EngineTest, LargeLeafFormsShareTheSubtreesOfSmallTargets) {
+  // A key that must avoid many names: its whole form is large, but most
+  // first bytes lead to the inside of any string. Here a [a-e]* after b, d
+  // and e (walked before, under [a-e] [a-e]*), c [a-b]* after c (new), and
+  // a 300-state count after a (too large to key). The second walk adds its
+  // whole walk, c's subtree and the number of c's target form; it walks a
+  // afresh and takes b's, d's and e's subtrees from the cache.
+  auto index = std::make_shared<TokenIndex>(DenseVocab("abcde", 4));
+  const int32_t words = (index->vocab().size() + 31) / 32;
+  LeafCache* cache = index->leaf_cache();
+  E count = Empty();
+  for (int i = 0; i < 300; ++i)
+    count = Alt({Empty(), Seq({Range('a', 'e'), count})});
+  const std::vector<std::pair<E, size_t>> grammars{
+      {Seq({Range('a', 'e'), Star(Range('a', 'e'))}), 7},
+      {Alt({Seq({Range('a', 'a'), count}),
+            Seq({Alt({Range('b', 'b'), Range('d', 'e')}),
+                 Star(Range('a', 'e'))}),
+            Seq({Range('c', 'c'), Star(Range('a', 'b'))})}),
+       3}};
+  for (const auto& [rule, added] : grammars) {
+    Nfa nfa = BuildNfa({rule});
+    ASSERT_TRUE(nfa.PruneUnproductive(0).ok());
+    auto pda = nfa.Determinize(0, 1000);
+    ASSERT_TRUE(pda.ok()) << pda.status();
+    const int32_t start = pda->RuleStart(0);
+    const size_t before = cache->entries();
+    std::optional<StateTokens> leaf =
+        ClassifyLeafState(*pda, *index, start, cache);
+    ASSERT_TRUE(leaf.has_value());
+    EXPECT_EQ(cache->entries() - before, added);
+    EXPECT_EQ(Row(leaf->accepted, words),
+              Row(ClassifyState(*pda, *index, start).accepted, words));
+    EXPECT_EQ(leaf->uncertain, ClassifyState(*pda, *index, start).uncertain);
+  }
+}
+
 TEST(EngineTest, LeafCacheNumbersKeysAndNeverGivesANumberTwice) {
   // Room for about two numbered keys of 40 bytes.
   LeafCache cache(100);

@@ -204,7 +204,7 @@ size_t LeafCache::entries() const {
 }
 
 std::optional<std::string> LeafForm(const Pda& pda, int32_t state,
-                                    int32_t max_states) {
+                                    int32_t max_states, size_t max_bytes) {
   // State numbers, valid where their stamp is this call's: a map made per
   // call cost more than the form on large automata.
   thread_local std::vector<int32_t> number;
@@ -224,7 +224,9 @@ std::optional<std::string> LeafForm(const Pda& pda, int32_t state,
   std::string form;
   for (size_t i = 0; i < order.size(); ++i) {
     const int32_t s = order[i];
-    if (pda.CallsBegin(s) != pda.CallsEnd(s)) return std::nullopt;
+    if (pda.CallsBegin(s) != pda.CallsEnd(s) || form.size() > max_bytes) {
+      return std::nullopt;
+    }
     PutInt(pda.IsFinal(s) ? -2 : -3, &form);
     int32_t prev = -4, prev_target = -5;
     for (int32_t c = 0; c < pda.num_byte_classes(); ++c) {
@@ -252,6 +254,7 @@ std::optional<std::string> LeafForm(const Pda& pda, int32_t state,
       }
     }
   }
+  if (form.size() > max_bytes) return std::nullopt;
   return form;
 }
 
@@ -585,8 +588,11 @@ bool WalkSubtreeProduct(const TokenIndex& index, int32_t first,
   return true;
 }
 
-// Forms up to this many bytes also key the walks of their first bytes'
-// subtrees: a handful of states, whose targets' forms are cheap to find.
+// A subtree's walk is kept under the form of the state its first byte leads
+// to when that form is small: the inside of a string (a dozen states), where
+// most first bytes of a key lead whatever names the key must avoid, or of
+// one of bounded length. A larger target (the rest of many names) is walked
+// afresh: finding its form would cost about what keeping it saves.
 constexpr size_t kMaxSubtreeFormBytes = 4096;
 
 // Sets the bits of the tokens at index positions [begin, end) in `bits`
@@ -666,10 +672,10 @@ std::vector<LeafWalk> WalkLeaves(const Pda& pda, const TokenIndex& index,
         auto [it, added] = form_ids.try_emplace(to);
         if (added) {
           const std::optional<std::string> form =
-              LeafForm(pda, to, kMaxFormStates);
+              LeafForm(pda, to, kMaxFormStates, kMaxSubtreeFormBytes);
           // Tagged apart from whole walks' keys, which start with a
           // state's finality (-2 or -3), and from the subtrees' keys.
-          if (form && form->size() <= kMaxSubtreeFormBytes) {
+          if (form) {
             it->second = cache->IdOf("F" + *form);
           }
         }
@@ -739,7 +745,6 @@ void WalkLeavesTogether(const Pda& pda, const TokenIndex& index,
                         const std::vector<int32_t>& states, LeafCache* cache) {
   // Those with a form whose walk no grammar made yet, one per form.
   std::vector<int32_t> todo;
-  std::vector<char> share;
   std::vector<std::string> forms;
   for (int32_t s : states) {
     std::optional<std::string> form = LeafForm(pda, s, kMaxFormStates);
@@ -748,11 +753,11 @@ void WalkLeavesTogether(const Pda& pda, const TokenIndex& index,
       continue;
     }
     todo.push_back(s);
-    share.push_back(form->size() <= kMaxSubtreeFormBytes);
     forms.push_back(*std::move(form));
   }
   if (todo.size() < 2) return;  // nothing to share
-  std::vector<LeafWalk> walks = WalkLeaves(pda, index, todo, share, cache);
+  std::vector<LeafWalk> walks =
+      WalkLeaves(pda, index, todo, std::vector<char>(todo.size(), 1), cache);
   for (size_t j = 0; j < walks.size(); ++j) {
     cache->Insert(forms[j],
                   std::make_shared<const LeafWalk>(std::move(walks[j])));
@@ -767,8 +772,8 @@ std::optional<StateTokens> ClassifyLeafState(const Pda& pda,
   if (!form) return std::nullopt;
   std::shared_ptr<const LeafWalk> walk = cache->Find<LeafWalk>(*form);
   if (walk == nullptr) {
-    walk = std::make_shared<const LeafWalk>(WalkLeaf(
-        pda, index, state, cache, form->size() <= kMaxSubtreeFormBytes));
+    walk = std::make_shared<const LeafWalk>(
+        WalkLeaf(pda, index, state, cache, /*share_subtrees=*/true));
     cache->Insert(*form, walk);
   }
   StateTokens out;

@@ -131,16 +131,19 @@ class LeafCache {
 
 // The canonical form of the DFA reachable from `state` by bytes (states
 // numbered in the order a breadth-first walk by byte meets them); nullopt
-// when a state there calls a rule, or past `max_states` states.
+// when a state there calls a rule, or past `max_states` states or
+// `max_bytes` bytes.
 std::optional<std::string> LeafForm(const Pda& pda, int32_t state,
-                                    int32_t max_states);
+                                    int32_t max_states,
+                                    size_t max_bytes = SIZE_MAX);
 
 // The DFA's walk from `state` (which must have a LeafForm), one first byte's
-// subtree at a time. With `share_subtrees`, each subtree's walk is kept in
-// `cache` under the byte and the form of the state that byte leads to:
+// subtree at a time. With `share_subtrees` (false only for tests' walks
+// that keep nothing), each subtree's walk is kept in `cache` under the byte
+// and the form of the state that byte leads to, where that form is small:
 // DFAs that differ only in their first bytes' states (a key other than the
 // declared names: after one byte, mostly any string) share the rest, about
-// nine tenths of a walk's tokens on MaskBench.
+// nine tenths of a walk's tokens on MaskBench, however many names.
 LeafWalk WalkLeaf(const Pda& pda, const TokenIndex& index, int32_t state,
                   LeafCache* cache, bool share_subtrees);
 
