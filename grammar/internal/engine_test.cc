@@ -394,6 +394,28 @@ std::vector<std::vector<int32_t>> Runs(const LeafWalk& walk) {
   return out;
 }
 
+TEST(EngineTest, TokenSetsKeepIdsWhileFewerThanAQuarterOfTheWords) {
+  // Rows of 64 words with 0 to 40 bits set, about the boundary (16 ids):
+  // the same row back, as ids exactly while count * 4 < words.
+  std::mt19937 rng(7);
+  const int32_t words = 64;
+  for (int count = 0; count <= 40; ++count) {
+    for (int trial = 0; trial < 20; ++trial) {
+      std::vector<uint32_t> bits(words, 0);
+      for (int set = 0; set < count;) {
+        const uint32_t id = rng() % (32 * words);
+        if ((bits[id >> 5] >> (id & 31)) & 1) continue;
+        bits[id >> 5] |= 1u << (id & 31);
+        ++set;
+      }
+      const TokenSet tokens = TokenSet::FromBits(bits);
+      EXPECT_EQ(tokens.is_bitset(), count * 4 >= words) << count;
+      EXPECT_EQ(tokens.empty(), count == 0) << count;
+      EXPECT_EQ(Row(tokens, words), bits) << count;
+    }
+  }
+}
+
 TEST(EngineTest, LeafWalksMadeTogetherEqualWalksMadeApart) {
   // Groups of up to 6 leaf states of random grammars walked in one pass
   // (with subtree walks shared through one cache across the grammars of a

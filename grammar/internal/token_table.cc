@@ -696,15 +696,19 @@ bool IdsAreCheaper(int64_t count, int64_t words) { return count * 4 < words; }
 }  // namespace
 
 TokenSet TokenSet::FromBits(std::vector<uint32_t> bits) {
+  // Ids are collected as found and given up at the first one too many, not
+  // counted first: without -mpopcnt, __builtin_popcount is a libgcc call
+  // per word, and counting a dense walk's 4,000 words was 7% of the slowest
+  // masks' time.
   TokenSet set;
-  int64_t count = 0;
-  for (uint32_t w : bits) count += __builtin_popcount(w);
-  if (!IdsAreCheaper(count, static_cast<int64_t>(bits.size()))) {
-    set.bits_ = std::move(bits);
-    return set;
-  }
+  const auto words = static_cast<int64_t>(bits.size());
   for (size_t w = 0; w < bits.size(); ++w) {
     for (uint32_t b = bits[w]; b != 0; b &= b - 1) {
+      if (!IdsAreCheaper(static_cast<int64_t>(set.ids_.size()) + 1, words)) {
+        std::vector<int32_t>().swap(set.ids_);
+        set.bits_ = std::move(bits);
+        return set;
+      }
       set.ids_.push_back(static_cast<int32_t>(32 * w) + __builtin_ctz(b));
     }
   }
