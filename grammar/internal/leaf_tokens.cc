@@ -595,14 +595,41 @@ bool WalkSubtreeProduct(const TokenIndex& index, int32_t first,
 // afresh: finding its form would cost about what keeping it saves.
 constexpr size_t kMaxSubtreeFormBytes = 4096;
 
-// Sets the bits of the tokens at index positions [begin, end) in `bits`
-// (one per id of the vocabulary).
-void MarkPositions(const TokenIndex& index, int32_t begin, int32_t end,
-                   std::vector<uint32_t>* bits) {
-  for (int32_t t = begin; t < end; ++t) {
-    const int32_t id = index.id(t);
-    (*bits)[id >> 5] |= 1u << (id & 31);
+// The ids of the tokens at the index positions in `ranges` (sorted,
+// disjoint), one bit per id of the vocabulary. A bit is set per token, or,
+// where most tokens are in, every token's bit is taken from the index and
+// those of the tokens between the ranges cleared: the inside of a string
+// accepts about 120K of llama3's 128K tokens, and setting their bits one
+// by one was a tenth of the slowest masks' time.
+std::vector<uint32_t> BitsOfPositions(
+    const TokenIndex& index,
+    const std::vector<std::pair<int32_t, int32_t>>& ranges) {
+  int64_t in = 0;
+  for (const auto& [begin, end] : ranges) in += end - begin;
+  if (2 * in <= index.size()) {
+    std::vector<uint32_t> bits((index.vocab().size() + 31) / 32, 0);
+    for (const auto& [begin, end] : ranges) {
+      for (int32_t t = begin; t < end; ++t) {
+        const int32_t id = index.id(t);
+        bits[id >> 5] |= 1u << (id & 31);
+      }
+    }
+    return bits;
   }
+  std::vector<uint32_t> bits = index.all_bits();
+  auto clear = [&](int32_t begin, int32_t end) {
+    for (int32_t t = begin; t < end; ++t) {
+      const int32_t id = index.id(t);
+      bits[id >> 5] &= ~(1u << (id & 31));
+    }
+  };
+  int32_t from = 0;
+  for (const auto& [begin, end] : ranges) {
+    clear(from, begin);
+    from = end;
+  }
+  clear(from, index.size());
+  return bits;
 }
 
 // Reads the rests of `walk`'s leavers (walked from `state`) in the state's
@@ -644,9 +671,8 @@ std::vector<LeafWalk> WalkLeaves(const Pda& pda, const TokenIndex& index,
                                  LeafCache* cache, int32_t max_product_states) {
   const size_t k = states.size();
   std::vector<LeafWalk> walks(k);
-  const size_t words = (index.vocab().size() + 31) / 32;
-  std::vector<std::vector<uint32_t>> accepted(k,
-                                              std::vector<uint32_t>(words, 0));
+  // Each walk's accepted positions, gathered in byte order.
+  std::vector<LeafWalk> accepted(k);
   // The ids of the forms of the states the first bytes lead to (none where
   // too large to key a subtree), each found once.
   std::unordered_map<int32_t, std::optional<uint64_t>> form_ids;
@@ -718,7 +744,7 @@ std::vector<LeafWalk> WalkLeaves(const Pda& pda, const TokenIndex& index,
       const LeafWalk* sub = subs[j].get();
       if (sub == nullptr) continue;
       for (const auto& [begin, end] : sub->accepted_positions) {
-        MarkPositions(index, begin, end, &accepted[j]);
+        AcceptRange(&accepted[j], begin, end);
       }
       LeafWalk& walk = walks[j];
       const auto base = static_cast<int32_t>(walk.offsets.size());
@@ -731,7 +757,8 @@ std::vector<LeafWalk> WalkLeaves(const Pda& pda, const TokenIndex& index,
     }
   }
   for (size_t j = 0; j < k; ++j) {
-    walks[j].accepted = TokenSet::FromBits(std::move(accepted[j]));
+    walks[j].accepted = TokenSet::FromBits(
+        BitsOfPositions(index, accepted[j].accepted_positions));
   }
   return walks;
 }
@@ -801,10 +828,8 @@ std::optional<StateTokens> ClassifyMixedState(const Pda& pda,
   for (const Deferred& d : deferred) num_deferred += d.end - d.begin;
   if (num_deferred > max_deferred) return std::nullopt;
 
-  std::vector<uint32_t> accepted((index.vocab().size() + 31) / 32, 0);
-  for (const auto& [begin, end] : walk.accepted_positions) {
-    MarkPositions(index, begin, end, &accepted);
-  }
+  std::vector<uint32_t> accepted =
+      BitsOfPositions(index, walk.accepted_positions);
   // Uncertain tokens as index positions, sorted at the end into byte order.
   std::vector<int32_t> uncertain;
   ReadLeavers(pda, index, state, walk, follow_budget, &uncertain);

@@ -14,6 +14,8 @@ TokenIndex::TokenIndex(std::shared_ptr<const Vocabulary> vocab)
       ids_.push_back(id);
     }
   }
+  all_bits_.assign((vocab_->size() + 31) / 32, 0);
+  for (int32_t id : ids_) all_bits_[id >> 5] |= 1u << (id & 31);
   std::sort(ids_.begin(), ids_.end(), [&](int32_t a, int32_t b) {
     std::string_view x = vocab_->bytes(a), y = vocab_->bytes(b);
     return x != y ? x < y : a < b;

@@ -49,6 +49,8 @@ class TokenIndex {
   int32_t max_token_length() const { return max_token_length_; }
   // The id of the longest token that is a prefix of `text`, or -1.
   int32_t LongestPrefix(std::string_view text) const;
+  // The ids of every token here, one bit per id of the vocabulary.
+  const std::vector<uint32_t>& all_bits() const { return all_bits_; }
 
   // Shared by every grammar of this vocabulary (see leaf_tokens.h).
   LeafCache* leaf_cache() const { return leaf_cache_.get(); }
@@ -78,6 +80,7 @@ class TokenIndex {
 
   std::shared_ptr<const Vocabulary> vocab_;
   std::vector<int32_t> ids_;
+  std::vector<uint32_t> all_bits_;
   std::vector<int32_t> lcp_;
   std::vector<uint8_t> node_byte_;
   std::vector<uint16_t> node_depth_;
