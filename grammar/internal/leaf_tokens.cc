@@ -589,10 +589,11 @@ bool WalkSubtreeProduct(const TokenIndex& index, int32_t first,
 }
 
 // A subtree's walk is kept under the form of the state its first byte leads
-// to when that form is small: the inside of a string (a dozen states), where
-// most first bytes of a key lead whatever names the key must avoid, or of
-// one of bounded length. A larger target (the rest of many names) is walked
-// afresh: finding its form would cost about what keeping it saves.
+// to when that form has at most this many bytes: the inside of any string
+// (where most first bytes of a key lead, whatever names it must avoid) or
+// of a string of bounded length. A larger target (the rest of many names)
+// is walked afresh: finding its form would cost about what keeping it
+// saves.
 constexpr size_t kMaxSubtreeFormBytes = 4096;
 
 // The ids of the tokens at the index positions in `ranges` (sorted,
@@ -671,7 +672,8 @@ std::vector<LeafWalk> WalkLeaves(const Pda& pda, const TokenIndex& index,
                                  LeafCache* cache, int32_t max_product_states) {
   const size_t k = states.size();
   std::vector<LeafWalk> walks(k);
-  // Each walk's accepted positions, gathered in byte order.
+  // Each walk's accepted positions (only accepted_positions used), gathered
+  // in byte order from its subtrees' walks.
   std::vector<LeafWalk> accepted(k);
   // The ids of the forms of the states the first bytes lead to (none where
   // too large to key a subtree), each found once.
