@@ -1,6 +1,7 @@
 #include "grammar/compiler.h"
 
 #include <algorithm>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -243,8 +244,11 @@ std::vector<bool> SmallTailLoops(
 // Not the root, nor rules copied anyway (InlinedRules). None when copying
 // them into every rule that reaches them would outgrow the grammar
 // kMaxAbsorbGrowth times.
+// Partial once `deadline` passes: its walks through copied rules grow as
+// the square of a chain of them (30,000 rules took 150 s).
 std::vector<bool> AbsorbedRules(const Grammar& g,
-                                const std::vector<bool>& inlined) {
+                                const std::vector<bool>& inlined,
+                                const Deadline& deadline) {
   const size_t n = g.rules.size();
   std::vector<bool> before_end(n, false), referred(n, false);
   std::vector<std::vector<int32_t>> at_end(n);  // rules referred to at the end
@@ -257,6 +261,7 @@ std::vector<bool> AbsorbedRules(const Grammar& g,
   std::vector<size_t> seen_in(g.exprs.size(), n);
   std::vector<uint8_t> seen(g.exprs.size(), 0);
   for (size_t r = 0; r < n; ++r) {
+    if (r % 64 == 0 && deadline.Passed()) return std::vector<bool>(n, false);
     std::vector<std::pair<int32_t, bool>> stack = {{g.rules[r].body, true}};
     while (!stack.empty()) {
       const auto [e, end] = stack.back();
@@ -323,6 +328,7 @@ std::vector<bool> AbsorbedRules(const Grammar& g,
     mark.assign(n, -1);
     twice.assign(n, false);
     for (size_t r = 0; r < n; ++r) {
+      if (r % 64 == 0 && deadline.Passed()) return std::vector<bool>(n, false);
       if (absorbed[r]) continue;
       work.assign(at_end[r].begin(), at_end[r].end());
       while (!work.empty()) {
@@ -358,9 +364,11 @@ std::vector<bool> AbsorbedRules(const Grammar& g,
 // counted by maxLength is written as a chain of small rules, each copied
 // into the one before and reading the rest of the chain: built on their own
 // too, they were most of the states of such schemas (55K of 60K on one).
+// Partial once `deadline` passes.
 std::vector<bool> CalledRules(const Grammar& g,
                               const std::vector<bool>& inlined,
-                              const std::vector<bool>& absorbed) {
+                              const std::vector<bool>& absorbed,
+                              const Deadline& deadline) {
   const size_t n = g.rules.size();
   std::vector<bool> called(n, false);
   // Per expression, the last rule whose walk met it.
@@ -368,6 +376,7 @@ std::vector<bool> CalledRules(const Grammar& g,
   std::vector<int32_t> rules{g.root}, exprs;
   called[g.root] = true;
   for (size_t head = 0; head < rules.size(); ++head) {
+    if (head % 64 == 0 && deadline.Passed()) break;
     const size_t r = static_cast<size_t>(rules[head]);
     exprs.assign({g.rules[r].body});
     while (!exprs.empty()) {
@@ -429,96 +438,202 @@ SharedExprs FindSharedExprs(const Grammar& g,
 // (2,746 states for 260 on a Kubernetes schema); shared, they are one.
 class NfaBuilder {
  public:
-  NfaBuilder(const Grammar& g, internal::Nfa* nfa, int64_t budget)
+  // Incomplete, and not to be used, once `deadline` has passed.
+  NfaBuilder(const Grammar& g, internal::Nfa* nfa, int64_t budget,
+             const Deadline& deadline)
       : g_(g),
         nfa_(*nfa),
         budget_(budget),
         inline_(InlinedRules(g)),
-        absorbed_(AbsorbedRules(g, inline_)),
-        called_(CalledRules(g, inline_, absorbed_)),
+        absorbed_(AbsorbedRules(g, inline_, deadline)),
+        called_(CalledRules(g, inline_, absorbed_, deadline)),
         shared_(FindSharedExprs(g, inline_)) {}
 
   // Whether a matcher may enter `rule` by a call, and so needs its
   // automaton (the others are read inside their callers').
   bool Called(int32_t rule) const { return called_[rule]; }
 
+  // Builds `expr` between `from` and `to`, states of `rule`. Depth-first
+  // with a stack of its own: rules copied into their callers nest as deep
+  // as the grammar chains them (30,000 rules `r0 ::= r1`, `r1 ::= r2`, ...
+  // overflowed a thread's stack when this recursed).
   absl::Status Build(int32_t rule, int32_t expr, int32_t from, int32_t to) {
-    if (--budget_ < 0) return TooBig();
-    const Expr& e = g_.exprs[expr];
-    const bool composite = e.kind == ExprKind::kSequence ||
-                           e.kind == ExprKind::kChoice ||
-                           e.kind == ExprKind::kRepeat;
-    if (composite && shared_.repeated[shared_.id[expr]]) {
-      const uint64_t key = (static_cast<uint64_t>(shared_.id[expr]) << 32) |
-                           static_cast<uint32_t>(to);
-      auto [it, fresh] = entries_.try_emplace(key, -1);
-      if (!fresh) {
-        nfa_.AddEpsilon(from, it->second);
-        return absl::OkStatus();
+    stack_.assign(1, Frame{expr, from, to});
+    while (!stack_.empty()) {
+      Frame& f = stack_.back();
+      if (f.child < 0) {
+        absl::StatusOr<bool> composite = Enter(rule, &f);
+        if (!composite.ok()) return composite.status();
+        if (!*composite) {
+          stack_.pop_back();
+          continue;
+        }
       }
-      const int32_t entry = NewState(rule);
-      it->second = entry;
-      nfa_.AddEpsilon(from, entry);
-      from = entry;
+      std::optional<Frame> child;
+      if (absl::Status s = Next(rule, &f, &child); !s.ok()) return s;
+      if (child.has_value()) {
+        stack_.push_back(*child);
+      } else {
+        stack_.pop_back();
+      }
     }
-    switch (e.kind) {
-      case ExprKind::kBytes: {
-        int32_t cur = from;
-        if (e.bytes.empty()) nfa_.AddEpsilon(from, to);
-        for (size_t i = 0; i < e.bytes.size(); ++i) {
-          int32_t next = i + 1 == e.bytes.size() ? to : NewState(rule);
-          uint8_t b = static_cast<uint8_t>(e.bytes[i]);
-          nfa_.AddBytes(cur, b, b, next);
-          cur = next;
-        }
-        return absl::OkStatus();
-      }
-      case ExprKind::kByteClass:
-        for (const CharRange& r : e.ranges) {
-          nfa_.AddBytes(from, static_cast<uint8_t>(r.lo),
-                        static_cast<uint8_t>(r.hi), to);
-        }
-        return absl::OkStatus();
-      case ExprKind::kCharClass:
-        return absl::InternalError(
-            "character class left after lowering to bytes");
-      case ExprKind::kSequence: {
-        if (e.children.empty()) nfa_.AddEpsilon(from, to);
-        int32_t cur = from;
-        for (size_t i = 0; i < e.children.size(); ++i) {
-          int32_t next = i + 1 == e.children.size() ? to : NewState(rule);
-          if (auto s = Build(rule, e.children[i], cur, next); !s.ok()) return s;
-          cur = next;
-        }
-        return absl::OkStatus();
-      }
-      case ExprKind::kChoice:
-        for (int32_t child : e.children) {
-          // Branches may share both ends: no fragment leaves its `to`, nor
-          // loops back to its `from` (repeats loop on states of their own;
-          // a rule's reference to itself at its end re-enters its whole
-          // body, every branch included, as it should).
-          if (auto s = Build(rule, child, from, to); !s.ok()) return s;
-        }
-        return absl::OkStatus();
-      case ExprKind::kRepeat:
-        return BuildRepeat(rule, e, from, to);
-      case ExprKind::kRuleRef:
-        if (inline_[e.rule])
-          return Build(rule, g_.rules[e.rule].body, from, to);
-        if (e.rule == rule && to == nfa_.rule_accept(rule)) {
-          // Read again from the start, as a tail call would.
-          nfa_.AddEpsilon(from, nfa_.rule_start(rule));
-          return absl::OkStatus();
-        }
-        if (absorbed_[e.rule]) return Absorb(rule, e.rule, from, to);
-        nfa_.AddCall(from, e.rule, to);
-        return absl::OkStatus();
-    }
-    return absl::InternalError("unknown expression kind");
+    return absl::OkStatus();
   }
 
  private:
+  // One expression being built: `child` counts the children (or a repeat's
+  // copies) started so far, -1 before the expression is entered.
+  struct Frame {
+    int32_t expr;
+    int32_t from;
+    int32_t to;
+    int64_t child = -1;
+    int32_t cur = 0;   // where the next child starts
+    int32_t next = 0;  // where the child last started ends
+  };
+
+  // Starts `f`: leaves and references are built at once (false); a
+  // sequence, choice or repeat is set up for Next (true). A reference read
+  // in place (copied, or absorbed) continues as its rule's body.
+  absl::StatusOr<bool> Enter(int32_t rule, Frame* f) {
+    for (;;) {
+      if (--budget_ < 0) return TooBig();
+      const Expr& e = g_.exprs[f->expr];
+      const bool composite = e.kind == ExprKind::kSequence ||
+                             e.kind == ExprKind::kChoice ||
+                             e.kind == ExprKind::kRepeat;
+      if (composite && shared_.repeated[shared_.id[f->expr]]) {
+        const uint64_t key =
+            (static_cast<uint64_t>(shared_.id[f->expr]) << 32) |
+            static_cast<uint32_t>(f->to);
+        auto [it, fresh] = entries_.try_emplace(key, -1);
+        if (!fresh) {
+          nfa_.AddEpsilon(f->from, it->second);
+          return false;
+        }
+        const int32_t entry = NewState(rule);
+        it->second = entry;
+        nfa_.AddEpsilon(f->from, entry);
+        f->from = entry;
+      }
+      switch (e.kind) {
+        case ExprKind::kBytes: {
+          int32_t cur = f->from;
+          if (e.bytes.empty()) nfa_.AddEpsilon(f->from, f->to);
+          for (size_t i = 0; i < e.bytes.size(); ++i) {
+            int32_t next = i + 1 == e.bytes.size() ? f->to : NewState(rule);
+            uint8_t b = static_cast<uint8_t>(e.bytes[i]);
+            nfa_.AddBytes(cur, b, b, next);
+            cur = next;
+          }
+          return false;
+        }
+        case ExprKind::kByteClass:
+          for (const CharRange& r : e.ranges) {
+            nfa_.AddBytes(f->from, static_cast<uint8_t>(r.lo),
+                          static_cast<uint8_t>(r.hi), f->to);
+          }
+          return false;
+        case ExprKind::kCharClass:
+          return absl::InternalError(
+              "character class left after lowering to bytes");
+        case ExprKind::kSequence:
+          if (e.children.empty()) nfa_.AddEpsilon(f->from, f->to);
+          f->child = 0;
+          f->cur = f->from;
+          return !e.children.empty();
+        case ExprKind::kChoice:
+          f->child = 0;
+          return !e.children.empty();
+        case ExprKind::kRepeat:
+          f->child = 0;
+          f->cur = f->from;
+          return true;
+        case ExprKind::kRuleRef:
+          if (inline_[e.rule]) {
+            f->expr = g_.rules[e.rule].body;
+            continue;
+          }
+          if (e.rule == rule && f->to == nfa_.rule_accept(rule)) {
+            // Read again from the start, as a tail call would.
+            nfa_.AddEpsilon(f->from, nfa_.rule_start(rule));
+            return false;
+          }
+          if (absorbed_[e.rule]) {
+            absl::StatusOr<bool> fresh = Absorb(rule, e.rule, f);
+            if (!fresh.ok()) return fresh.status();
+            if (!*fresh) return false;
+            continue;
+          }
+          nfa_.AddCall(f->from, e.rule, f->to);
+          return false;
+      }
+      return absl::InternalError("unknown expression kind");
+    }
+  }
+
+  // The next child of an entered sequence, choice or repeat into `*child`,
+  // after finishing the one built last; none once all are built.
+  absl::Status Next(int32_t rule, Frame* f, std::optional<Frame>* child) {
+    const Expr& e = g_.exprs[f->expr];
+    const int64_t n = static_cast<int64_t>(e.children.size());
+    switch (e.kind) {
+      case ExprKind::kSequence:
+        if (f->child > 0) f->cur = f->next;
+        if (f->child == n) return absl::OkStatus();
+        f->next = f->child + 1 == n ? f->to : NewState(rule);
+        *child = Frame{e.children[f->child++], f->cur, f->next};
+        return absl::OkStatus();
+      case ExprKind::kChoice:
+        // Branches may share both ends: no fragment leaves its `to`, nor
+        // loops back to its `from` (repeats loop on states of their own;
+        // a rule's reference to itself at its end re-enters its whole
+        // body, every branch included, as it should).
+        if (f->child < n)
+          *child = Frame{e.children[f->child++], f->from, f->to};
+        return absl::OkStatus();
+      case ExprKind::kRepeat:
+        return NextCopy(rule, e, f, child);
+      default:
+        return absl::InternalError("not a composite expression");
+    }
+  }
+
+  // A repeat is unrolled: `min` copies in a row, then either one copy
+  // looping back on itself or `max - min` optional copies, each able to
+  // stop early.
+  absl::Status NextCopy(int32_t rule, const Expr& e, Frame* f,
+                        std::optional<Frame>* child) {
+    const int32_t body = e.children[0];
+    if (f->child > 0) {  // finish the copy built last
+      if (e.max == kUnbounded && f->child == e.min + 1) {
+        nfa_.AddEpsilon(f->next, f->cur);
+        nfa_.AddEpsilon(f->cur, f->to);
+        return absl::OkStatus();
+      }
+      f->cur = f->next;
+      if (budget_ < 0) return TooBig();
+    }
+    const int64_t i = f->child++;
+    if (i < e.min) {
+      f->next = NewState(rule);
+      *child = Frame{body, f->cur, f->next};
+    } else if (e.max == kUnbounded) {
+      const int32_t a = NewState(rule), b = NewState(rule);
+      nfa_.AddEpsilon(f->cur, a);
+      f->cur = a;
+      f->next = b;
+      *child = Frame{body, a, b};
+    } else if (i < e.max) {
+      nfa_.AddEpsilon(f->cur, f->to);
+      f->next = i + 1 == e.max ? f->to : NewState(rule);
+      *child = Frame{body, f->cur, f->next};
+    } else if (e.min == e.max) {
+      nfa_.AddEpsilon(f->cur, f->to);
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status TooBig() const {
     return absl::ResourceExhaustedError(
         "the grammar is too large once repetitions are expanded");
@@ -526,8 +641,10 @@ class NfaBuilder {
 
   // `target`'s body read inside `rule`, once per pair: its entry is known
   // before the body is built, so a cycle of absorbed rules closes on it.
-  absl::Status Absorb(int32_t rule, int32_t target, int32_t from, int32_t to) {
-    if (to != nfa_.rule_accept(rule)) {
+  // True when `f` is to go on as the body, entered at its entry state;
+  // false when an earlier reference built it already.
+  absl::StatusOr<bool> Absorb(int32_t rule, int32_t target, Frame* f) {
+    if (f->to != nfa_.rule_accept(rule)) {
       return absl::InternalError(absl::StrCat(
           "rule '", g_.rules[target].name,
           "' was to be read by its callers, yet one refers to it before "
@@ -537,47 +654,19 @@ class NfaBuilder {
         (static_cast<uint64_t>(rule) << 32) | static_cast<uint32_t>(target);
     auto [it, fresh] = absorbed_entries_.try_emplace(key, -1);
     if (!fresh) {
-      nfa_.AddEpsilon(from, it->second);
-      return absl::OkStatus();
+      nfa_.AddEpsilon(f->from, it->second);
+      return false;
     }
     it->second = NewState(rule);
-    nfa_.AddEpsilon(from, it->second);
-    return Build(rule, g_.rules[target].body, it->second, to);
+    nfa_.AddEpsilon(f->from, it->second);
+    f->from = it->second;
+    f->expr = g_.rules[target].body;
+    return true;
   }
 
   int32_t NewState(int32_t rule) {
     --budget_;
     return nfa_.AddState(rule);
-  }
-
-  absl::Status BuildRepeat(int32_t rule, const Expr& e, int32_t from,
-                           int32_t to) {
-    const int32_t child = e.children[0];
-    int32_t cur = from;
-    for (int64_t i = 0; i < e.min; ++i) {
-      int32_t next = NewState(rule);
-      if (auto s = Build(rule, child, cur, next); !s.ok()) return s;
-      cur = next;
-      if (budget_ < 0) return TooBig();
-    }
-    if (e.max == kUnbounded) {
-      int32_t a = NewState(rule), b = NewState(rule);
-      nfa_.AddEpsilon(cur, a);
-      if (auto s = Build(rule, child, a, b); !s.ok()) return s;
-      nfa_.AddEpsilon(b, a);
-      nfa_.AddEpsilon(a, to);
-      return absl::OkStatus();
-    }
-    // Optional copies, each able to stop early.
-    for (int64_t i = e.min; i < e.max; ++i) {
-      nfa_.AddEpsilon(cur, to);
-      int32_t next = i + 1 == e.max ? to : NewState(rule);
-      if (auto s = Build(rule, child, cur, next); !s.ok()) return s;
-      cur = next;
-      if (budget_ < 0) return TooBig();
-    }
-    if (e.min == e.max) nfa_.AddEpsilon(cur, to);
-    return absl::OkStatus();
   }
 
   const Grammar& g_;
@@ -591,7 +680,13 @@ class NfaBuilder {
   std::unordered_map<uint64_t, int32_t> absorbed_entries_;
   // (shared id, end state) -> entry state of the fragment built for them.
   std::unordered_map<uint64_t, int32_t> entries_;
+  std::vector<Frame> stack_;  // Build's, kept for its capacity
 };
+
+absl::Status TooLong(const char* stage) {
+  return absl::DeadlineExceededError(
+      absl::StrCat("compiling took longer than its deadline (", stage, ")"));
+}
 
 }  // namespace
 
@@ -619,20 +714,28 @@ absl::StatusOr<CompiledGrammar> GrammarCompiler::CompileRegex(
 
 absl::StatusOr<CompiledGrammar> GrammarCompiler::Compile(
     Grammar grammar, const CompileOptions& options) const {
-  auto normalized = Normalize(std::move(grammar));
+  auto normalized = Normalize(std::move(grammar), options.deadline);
   if (!normalized.ok()) return normalized.status();
-  auto lowered = LowerToBytes(MergeEqualRules(*std::move(normalized)));
+  Grammar merged = MergeEqualRules(*std::move(normalized));
+  if (options.deadline.Passed()) return TooLong("merging equal rules");
+  auto lowered = LowerToBytes(merged);
   if (!lowered.ok()) return lowered.status();
+  if (options.deadline.Passed()) return TooLong("lowering to bytes");
   const Grammar& g = *lowered;
   internal::Nfa nfa;
   for (const Rule& r : g.rules) nfa.AddRule(r.name);
-  NfaBuilder builder(g, &nfa, int64_t{options.max_states} * 16);
+  NfaBuilder builder(g, &nfa, int64_t{options.max_states} * 16,
+                     options.deadline);
+  if (options.deadline.Passed()) {
+    return TooLong("choosing the rules read inside their callers");
+  }
   for (int32_t r = 0; r < static_cast<int32_t>(g.rules.size()); ++r) {
     if (!builder.Called(r)) continue;
     absl::Status s = builder.Build(r, g.rules[r].body, nfa.rule_start(r),
                                    nfa.rule_accept(r));
     if (!s.ok()) return s;
   }
+  if (options.deadline.Passed()) return TooLong("building the automata");
   if (absl::Status s = nfa.PruneUnproductive(g.root); !s.ok()) return s;
   auto pda = nfa.Determinize(g.root, options.max_states, options.deadline);
   if (!pda.ok() && !absl::IsDeadlineExceeded(pda.status())) {
@@ -650,8 +753,9 @@ absl::StatusOr<CompiledGrammar> GrammarCompiler::Compile(
   if (!data.ok()) return data.status();
   CompiledGrammar compiled(*std::move(data));
   compiled.ClassifyAhead(
-      std::min(options.deadline,
-               std::chrono::steady_clock::now() + options.classify_ahead));
+      std::min(options.deadline.at(),
+               std::chrono::steady_clock::now() + options.classify_ahead),
+      options.deadline.cancel_flag());
   return compiled;
 }
 

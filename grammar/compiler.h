@@ -25,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "grammar/compiled_grammar.h"
+#include "grammar/deadline.h"
 #include "grammar/syntax/grammar_ir.h"
 #include "grammar/vocabulary.h"
 
@@ -38,10 +39,10 @@ struct CompileOptions {
   // Automaton states over all rules; past it compiling fails with
   // ResourceExhausted instead of using unbounded time and memory.
   int32_t max_states = 100000;
-  // Past this instant compiling stops with DeadlineExceeded (checked every
-  // 64 automaton states, so it overruns by at most their work).
-  std::chrono::steady_clock::time_point deadline =
-      std::chrono::steady_clock::time_point::max();
+  // Once this passes (its time, or its flag raised) compiling stops with
+  // DeadlineExceeded (checked between passes and every 64 automaton
+  // states, so it overruns by at most their work).
+  Deadline deadline{};
   // How long compiling may spend classifying tokens ahead of any matcher
   // (nearest the start first); what is left is classified when a matcher
   // first needs it. Enough for a typical EBNF or regex grammar to be done,

@@ -29,6 +29,11 @@ void GrammarMatcher::Start() {
 
 void GrammarMatcher::Reset() { Start(); }
 
+size_t GrammarMatcher::MemoryBytes() const {
+  return pool_.MemoryBytes() + scan_.capacity() * sizeof(int32_t) +
+         history_.capacity() * sizeof(Position);
+}
+
 bool GrammarMatcher::CanTerminate() const { return history_.back().can_end; }
 
 absl::Status GrammarMatcher::Advance(std::string_view bytes) {

@@ -108,6 +108,10 @@ class GrammarMatcher {
   // O(nodes on the current stacks), not O(text accepted).
   GrammarMatcher Fork() const;
 
+  // Bytes of this matcher's own state (its stacks and history, by
+  // capacity), not of the grammar it shares. O(1).
+  size_t MemoryBytes() const;
+
  private:
   struct Position {
     size_t scan_begin;  // into scan_

@@ -108,36 +108,46 @@ struct EncodingFeatures {
   std::string unsupported;  // a decoder type we cannot honour
 };
 
-void ScanComponent(const Json& j, EncodingFeatures* f) {
-  if (!j.is_object()) return;
-  auto type = j.find("type");
-  if (type == j.end() || !type->is_string()) return;
-  const std::string& t = type->get_ref<const std::string&>();
-  if (t == "ByteLevel") {
-    f->byte_level = true;
-  } else if (t == "Metaspace") {
-    f->space_mark = true;
-  } else if (t == "ByteFallback") {
-    f->byte_fallback = true;
-  } else if (t == "Replace") {
-    auto pattern = j.find("pattern");
-    auto content = j.find("content");
-    if (pattern != j.end() && pattern->is_object() && content != j.end() &&
-        content->is_string()) {
-      auto s = pattern->find("String");
-      if (s != pattern->end() && s->is_string() &&
-          s->get_ref<const std::string&>() == "\xE2\x96\x81" &&
-          content->get_ref<const std::string&>() == " ") {
-        f->space_mark = true;
+// Notes what `root` and the components listed under it (decoders,
+// pretokenizers, normalizers, nested as deep as the file nests them: with a
+// stack of its own, since the file comes from a client) say.
+void ScanComponent(const Json& root, EncodingFeatures* f) {
+  std::vector<const Json*> stack{&root};
+  while (!stack.empty()) {
+    const Json& j = *stack.back();
+    stack.pop_back();
+    if (!j.is_object()) continue;
+    auto type = j.find("type");
+    if (type == j.end() || !type->is_string()) continue;
+    const std::string& t = type->get_ref<const std::string&>();
+    if (t == "ByteLevel") {
+      f->byte_level = true;
+    } else if (t == "Metaspace") {
+      f->space_mark = true;
+    } else if (t == "ByteFallback") {
+      f->byte_fallback = true;
+    } else if (t == "Replace") {
+      auto pattern = j.find("pattern");
+      auto content = j.find("content");
+      if (pattern != j.end() && pattern->is_object() && content != j.end() &&
+          content->is_string()) {
+        auto s = pattern->find("String");
+        if (s != pattern->end() && s->is_string() &&
+            s->get_ref<const std::string&>() == "\xE2\x96\x81" &&
+            content->get_ref<const std::string&>() == " ") {
+          f->space_mark = true;
+        }
       }
+    } else if (t == "WordPiece" || t == "BPEDecoder" || t == "CTC") {
+      f->unsupported = t;
     }
-  } else if (t == "WordPiece" || t == "BPEDecoder" || t == "CTC") {
-    f->unsupported = t;
-  }
-  for (const char* list : {"decoders", "pretokenizers", "normalizers"}) {
-    auto it = j.find(list);
-    if (it != j.end() && it->is_array()) {
-      for (const Json& sub : *it) ScanComponent(sub, f);
+    // Pushed in reverse, so that components are read in the file's order.
+    for (const char* list : {"normalizers", "pretokenizers", "decoders"}) {
+      auto it = j.find(list);
+      if (it == j.end() || !it->is_array()) continue;
+      for (auto sub = it->rbegin(); sub != it->rend(); ++sub) {
+        stack.push_back(&*sub);
+      }
     }
   }
 }

@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/paths.h"
+#include "tests/support/small_stack.h"
 
 namespace grammard::grammar {
 namespace {
@@ -203,6 +204,28 @@ TEST(VocabularyTest, MinimalByteLevelTokenizer) {
   EXPECT_NE((*v)->Summary().find("5 ids (4 text, 1 special)"),
             std::string::npos)
       << (*v)->Summary();
+}
+
+// A client's tokenizer.json may nest its decoders as deep as it likes: they
+// are read with a stack of their own (recursion overflowed a gRPC thread's
+// stack on a few hundred thousand levels).
+TEST(VocabularyTest, DecodersNestedDeepAreReadWithoutRecursion) {
+  constexpr int kDepth = 200000;
+  std::string decoder;
+  for (int i = 0; i < kDepth; ++i) {
+    decoder += R"({"type": "Sequence", "decoders": [)";
+  }
+  decoder += R"({"type": "ByteLevel"})";
+  for (int i = 0; i < kDepth; ++i) decoder += "]}";
+  std::string json = MinimalByteLevel().dump();
+  const std::string plain = R"("decoder":{"type":"ByteLevel"})";
+  ASSERT_NE(json.find(plain), std::string::npos);
+  json.replace(json.find(plain), plain.size(), "\"decoder\":" + decoder);
+  absl::StatusOr<std::shared_ptr<const Vocabulary>> v;
+  testing::RunOnSmallStack(size_t{2} << 20,
+                           [&] { v = Vocabulary::FromJson(json, "", {}); });
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ((*v)->bytes(1), " b");
 }
 
 TEST(VocabularyTest, EosTokenAsObjectInConfig) {

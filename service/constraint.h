@@ -32,8 +32,7 @@ absl::StatusOr<std::string> CanonicalConstraint(
     const grammard::v1::Constraint& constraint);
 
 struct CompileLimits {
-  std::chrono::steady_clock::time_point deadline =
-      std::chrono::steady_clock::time_point::max();
+  grammar::Deadline deadline{};
   int32_t max_states = 100000;
   std::chrono::microseconds classify_ahead{0};  // see CompilePool::Options
 };

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "grammar/deadline.h"
 #include "grammar/internal/pda.h"
 #include "grammar/internal/token_index.h"
 #include "grammar/internal/token_table.h"
@@ -32,11 +33,10 @@ struct GrammarData {
 };
 
 // The data of a grammar just compiled: states grouped, none classified yet.
-// DeadlineExceeded past `deadline`.
+// DeadlineExceeded once `deadline` passes.
 inline absl::StatusOr<std::shared_ptr<const GrammarData>> MakeGrammarData(
     std::shared_ptr<const TokenIndex> index, Pda pda,
-    std::chrono::steady_clock::time_point deadline =
-        std::chrono::steady_clock::time_point::max()) {
+    const Deadline& deadline = {}) {
   auto data = std::make_shared<GrammarData>(std::move(index), std::move(pda));
   if (absl::Status s = data->table.Group(deadline); !s.ok()) return s;
   return data;

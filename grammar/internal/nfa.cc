@@ -216,9 +216,8 @@ class IntSets {
 
 }  // namespace
 
-absl::StatusOr<Pda> Nfa::Determinize(
-    int32_t root, int32_t max_states,
-    std::chrono::steady_clock::time_point deadline) const {
+absl::StatusOr<Pda> Nfa::Determinize(int32_t root, int32_t max_states,
+                                     const Deadline& deadline) const {
   if (!sealed_) {
     return absl::FailedPreconditionError("Determinize before Seal");
   }
@@ -293,7 +292,7 @@ absl::StatusOr<Pda> Nfa::Determinize(
   std::vector<std::pair<int32_t, int32_t>> out_calls;  // (rule, return state)
   for (int32_t expanded = 0; expanded < subsets.size() && status.ok();
        ++expanded) {
-    if (expanded % 64 == 63 && std::chrono::steady_clock::now() > deadline) {
+    if (expanded % 64 == 63 && deadline.Passed()) {
       return absl::DeadlineExceededError(
           absl::StrCat(raw.num_states(), " automaton states so far"));
     }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "grammar/deadline.h"
 #include "grammar/internal/pda.h"
 
 namespace grammard::grammar::internal {
@@ -78,11 +79,9 @@ class Nfa {
 
   // Determinizes every rule; `root` is the grammar's start rule. Fails with
   // ResourceExhausted past max_states DFA states in all, DeadlineExceeded
-  // past `deadline`; FailedPrecondition before Seal.
-  absl::StatusOr<Pda> Determinize(
-      int32_t root, int32_t max_states,
-      std::chrono::steady_clock::time_point deadline =
-          std::chrono::steady_clock::time_point::max()) const;
+  // once `deadline` passes; FailedPrecondition before Seal.
+  absl::StatusOr<Pda> Determinize(int32_t root, int32_t max_states,
+                                  const Deadline& deadline = {}) const;
 
   struct ByteEdge {
     uint8_t lo, hi;

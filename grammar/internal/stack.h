@@ -82,6 +82,11 @@ class StackPool {
     nodes_.clear();
     memos_.clear();
   }
+  // What the pool holds, by capacity.
+  size_t MemoryBytes() const {
+    return nodes_.capacity() * sizeof(StackNode) +
+           memos_.capacity() * sizeof(ChainMemo);
+  }
 
  private:
   std::vector<StackNode> nodes_;

@@ -755,9 +755,8 @@ namespace {
 // token alike. A bounded repeat (`[a-z]{0,2048}`) has thousands of distinct
 // states but only max_len + 1 such groups. Other states stand alone.
 // Empty past `deadline`.
-std::vector<int32_t> ShareGroups(
-    const Pda& pda, int32_t max_len,
-    std::chrono::steady_clock::time_point deadline) {
+std::vector<int32_t> ShareGroups(const Pda& pda, int32_t max_len,
+                                 const Deadline& deadline) {
   const int32_t n = pda.num_states();
   std::vector<bool> leaf_rule(pda.num_rules(), true);
   for (int32_t s = 0; s < n; ++s) {
@@ -802,7 +801,7 @@ std::vector<int32_t> ShareGroups(
                    runs, runs_begin[i], runs_begin[i + 1],
                    [&](int32_t t) { return cls[t]; }, sig);
              });
-  if (std::chrono::steady_clock::now() > deadline) return {};
+  if (deadline.Passed()) return {};
   std::vector<int32_t> group(n);
   int32_t alone = 0;
   const bool done = refined.stable || refined.rounds == rounds;
@@ -867,7 +866,7 @@ const TokenTable::Slot* TokenTable::FindSlot(size_t i) const {
   return slots_->Find(i);
 }
 
-absl::Status TokenTable::Group(std::chrono::steady_clock::time_point deadline) {
+absl::Status TokenTable::Group(const Deadline& deadline) {
   const std::vector<int32_t> group =
       ShareGroups(pda_, index_.max_token_length(), deadline);
   if (group.empty() && pda_.num_states() > 0) {

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "grammar/deadline.h"
 #include "grammar/internal/byte_io.h"
 #include "grammar/internal/lazy_array.h"
 #include "grammar/internal/pda.h"
@@ -107,8 +108,8 @@ class TokenTable {
   ~TokenTable();
 
   // Groups the states that classify alike, classifying none of them;
-  // DeadlineExceeded past `deadline`.
-  absl::Status Group(std::chrono::steady_clock::time_point deadline);
+  // DeadlineExceeded once `deadline` passes.
+  absl::Status Group(const Deadline& deadline);
 
   // Builds tables and their contexts ahead of any matcher, nearest the
   // root rule's start first, until `deadline` or until `*cancel` is set: a

@@ -109,7 +109,7 @@ absl::StatusOr<JsonSchemaResult> JsonSchemaToGrammar(
       !s.ok()) {
     return s;
   }
-  absl::StatusOr<Grammar> grammar = Normalize(std::move(raw));
+  absl::StatusOr<Grammar> grammar = Normalize(std::move(raw), options.deadline);
   if (!grammar.ok()) return grammar.status();
   GrammarLimits limits;
   limits.max_exprs = options.max_grammar_exprs;

@@ -62,6 +62,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "grammar/deadline.h"
 #include "grammar/syntax/grammar_ir.h"
 
 namespace grammard::grammar {
@@ -108,9 +109,9 @@ struct JsonSchemaOptions {
 
   JsonPropertyOrder property_order = JsonPropertyOrder::kAsWritten;
 
-  // Past this instant the conversion fails with DeadlineExceeded.
-  std::chrono::steady_clock::time_point deadline =
-      std::chrono::steady_clock::time_point::max();
+  // Once this passes (its time, or its flag raised) the conversion fails
+  // with DeadlineExceeded.
+  Deadline deadline{};
   // The largest grammar (ExpandedSize, see grammar_ir.h) to return.
   uint64_t max_grammar_exprs = uint64_t{1} << 20;
   // Alternatives one schema may expand into through anyOf/oneOf/allOf.

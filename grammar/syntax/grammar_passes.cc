@@ -83,10 +83,16 @@ class LeftEdgeCollector {
 
 }  // namespace
 
-absl::StatusOr<Grammar> Normalize(Grammar grammar) {
+absl::StatusOr<Grammar> Normalize(Grammar grammar, const Deadline& deadline) {
+  auto too_long = [] {
+    return absl::DeadlineExceededError(
+        "normalizing the grammar took longer than its deadline");
+  };
   absl::Status status = grammar.Validate();
   if (!status.ok()) return status;
+  if (deadline.Passed()) return too_long();
   Grammar reachable = RemoveUnreachableRules(std::move(grammar));
+  if (deadline.Passed()) return too_long();
   status = CheckNoLeftRecursion(reachable);
   if (!status.ok()) return status;
   return reachable;

@@ -18,13 +18,17 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "grammar/deadline.h"
 #include "grammar/syntax/grammar_ir.h"
 
 namespace grammard::grammar {
 
 // Validate, then RemoveUnreachableRules, then CheckNoLeftRecursion.
 // By value: a grammar the caller no longer needs is moved, not copied.
-absl::StatusOr<Grammar> Normalize(Grammar grammar);
+// DeadlineExceeded when `deadline` passes (checked between the passes,
+// each linear).
+absl::StatusOr<Grammar> Normalize(Grammar grammar,
+                                  const Deadline& deadline = {});
 
 // The grammar without the rules the root cannot reach, and without the
 // expressions only those rules used. Kept rules keep their relative order;

@@ -18,7 +18,9 @@ namespace grammard::testing {
 
 struct DaemonOptions {
   // The grammard binary: a runfile (the target lists //service:grammard as
-  // data) or an absolute path.
+  // data) or an absolute path. $GRAMMARD_DAEMON, when set, replaces the
+  // default runfile: a suite then runs against another build (an earlier
+  // commit's, to show what a new test catches).
   std::string binary = "service/grammard";
   // Tokenizers to serve, by name, from TokenizerDir (paths.h).
   std::vector<std::string> tokenizers = {"llama3"};
@@ -65,6 +67,9 @@ class Daemon {
   std::vector<std::string> tokenizer_links_;
   std::string log_path_;
 };
+
+// A TCP connection to 127.0.0.1:<port>: the socket, or why not.
+absl::StatusOr<int> ConnectLoopback(int port);
 
 // GET http://127.0.0.1:<port><path>; the body, or an error.
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path);

@@ -118,8 +118,7 @@ absl::StatusOr<CharDfa> Product(const CharDfa& a, const CharDfa& b,
 }  // namespace
 
 absl::Status DfaLimits::CheckDeadline() const {
-  if (deadline != std::chrono::steady_clock::time_point::max() &&
-      std::chrono::steady_clock::now() > deadline) {
+  if (deadline.Passed()) {
     return absl::DeadlineExceededError(
         "the schema took longer to convert than its deadline allows");
   }

@@ -32,6 +32,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "grammar/deadline.h"
 #include "grammar/syntax/grammar_ir.h"
 #include "grammar/syntax/internal/utf8.h"
 
@@ -40,9 +41,9 @@ namespace grammard::grammar::json_schema_internal {
 struct DfaLimits {
   // States of any one automaton built (NFA or DFA).
   int32_t max_states = 20000;
-  // Past this instant every construction fails with DeadlineExceeded.
-  std::chrono::steady_clock::time_point deadline =
-      std::chrono::steady_clock::time_point::max();
+  // Once this passes every construction (and the conversion using these
+  // limits) fails with DeadlineExceeded.
+  Deadline deadline{};
 
   absl::Status CheckDeadline() const;
 };

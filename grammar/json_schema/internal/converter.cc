@@ -13,6 +13,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "grammar/json_schema/internal/formats.h"
+#include "grammar/json_schema/internal/json_values.h"
 #include "grammar/json_schema/internal/numbers.h"
 #include "grammar/syntax/regex_parser.h"
 
@@ -174,8 +175,8 @@ struct SimpleSchema {
   ArrayC array;
   ObjectC object;
   bool has_values = false;
-  std::vector<const Json*> values;    // enum/const: only these
-  std::vector<const Json*> excluded;  // scalars it must not equal
+  ValueList values;    // enum/const: only these
+  ValueList excluded;  // scalars it must not equal
 };
 
 using Alt = std::vector<int32_t>;  // fragment ids, sorted
@@ -199,40 +200,6 @@ uint8_t TypeOf(const Json& v) {
       return kObjT;
     default:
       return 0;
-  }
-}
-
-std::optional<Decimal> NumberOf(const Json& v) {
-  if (TypeOf(v) != kNumT) return std::nullopt;
-  absl::StatusOr<Decimal> d = ParseDecimal(v.dump());
-  if (!d.ok()) return std::nullopt;
-  return *d;
-}
-
-// JSON Schema equality: numbers by value, objects regardless of key order.
-bool JsonEqual(const Json& a, const Json& b) {
-  uint8_t ta = TypeOf(a), tb = TypeOf(b);
-  if (ta != tb) return false;
-  switch (ta) {
-    case kNumT: {
-      std::optional<Decimal> x = NumberOf(a), y = NumberOf(b);
-      return x && y && Compare(*x, *y) == 0;
-    }
-    case kArrT:
-      if (a.size() != b.size()) return false;
-      for (size_t i = 0; i < a.size(); ++i) {
-        if (!JsonEqual(a[i], b[i])) return false;
-      }
-      return true;
-    case kObjT:
-      if (a.size() != b.size()) return false;
-      for (auto it = a.begin(); it != a.end(); ++it) {
-        auto other = b.find(it.key());
-        if (other == b.end() || !JsonEqual(it.value(), *other)) return false;
-      }
-      return true;
-    default:
-      return a == b;
   }
 }
 
@@ -503,6 +470,13 @@ class Converter {
     return DisplayPointer(keyword.empty() ? p : absl::StrCat(p, "/", keyword));
   }
   absl::Status CheckBudget();
+  // The deadline, read every kTickEvery calls: loops over values call it
+  // once a value, so that a list of 100,000 of them stops at the deadline.
+  absl::Status Tick() {
+    if (++ticks_ % kTickEvery != 0) return absl::OkStatus();
+    return opt_.dfa.CheckDeadline();
+  }
+  static constexpr uint32_t kTickEvery = 256;
 
   // --- Terms ----------------------------------------------------------
   int32_t Alias(int32_t loc);
@@ -552,7 +526,8 @@ class Converter {
 
   // --- Merging and checking -------------------------------------------
   absl::StatusOr<const SimpleSchema*> Merge(const Alt& alt);
-  void Intersect(SimpleSchema* acc, const SimpleSchema& f);
+  // DeadlineExceeded only.
+  absl::Status Intersect(SimpleSchema* acc, const SimpleSchema& f);
   absl::StatusOr<bool> CheckValue(const Json& v, const SimpleSchema& s,
                                   int depth);
   absl::StatusOr<bool> ValidateTerms(const Json& v, const TermSet& ts,
@@ -598,6 +573,7 @@ class Converter {
 
   SchemaDoc& doc_;
   const ConvertOptions& opt_;
+  uint32_t ticks_ = 0;
   JsonEmitter e_;
   std::vector<DroppedKeyword>* dropped_;
   std::set<std::pair<std::string, std::string>> dropped_seen_;
@@ -1346,20 +1322,18 @@ absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
       GRAMMARD_RETURN(bad("enum", "must be an array"));
     } else {
       s->has_values = true;
-      for (const Json& v : *it) s->values.push_back(&v);
+      for (const Json& v : *it) {
+        if (absl::Status st = Tick(); !st.ok()) return st;
+        s->values.Add(&v);
+      }
       *any = true;
     }
   }
   if (auto it = n.find("const"); it != n.end()) {
-    if (s->has_values) {
-      std::vector<const Json*> kept;
-      for (const Json* v : s->values) {
-        if (JsonEqual(*v, *it)) kept.push_back(v);
-      }
-      s->values = std::move(kept);
-    } else {
-      s->values = {&*it};
-    }
+    // Of an enum beside it, the value as the enum writes it.
+    const Json* kept = s->has_values ? s->values.Find(*it) : &*it;
+    s->values = ValueList();
+    if (kept != nullptr) s->values.Add(kept);
     s->has_values = true;
     *any = true;
   }
@@ -1797,8 +1771,9 @@ absl::StatusOr<Dnf> Converter::NegKeyword(int32_t loc, const std::string& key) {
       if (x->is_array() || x->is_object()) {
         return unsupported("excluding array or object values");
       }
+      if (absl::Status st = Tick(); !st.ok()) return st;
+      s.excluded.Add(x);
     }
-    s.excluded = std::move(values);
     return Single(std::move(s));
   }
   if (key == "minimum" || key == "exclusiveMinimum" || key == "maximum" ||
@@ -2022,13 +1997,17 @@ absl::StatusOr<const SimpleSchema*> Converter::Merge(const Alt& alt) {
   auto it = merged_.find(alt);
   if (it != merged_.end()) return it->second.get();
   auto s = std::make_unique<SimpleSchema>();
-  for (int32_t f : alt) Intersect(s.get(), fragments_[f]);
+  for (int32_t f : alt) {
+    if (absl::Status st = Intersect(s.get(), fragments_[f]); !st.ok()) {
+      return st;
+    }
+  }
   const SimpleSchema* out = s.get();
   merged_.emplace(alt, std::move(s));
   return out;
 }
 
-void Converter::Intersect(SimpleSchema* acc, const SimpleSchema& f) {
+absl::Status Converter::Intersect(SimpleSchema* acc, const SimpleSchema& f) {
   acc->types &= f.types;
   NumberConstraints& num = acc->number;
   num.integer = num.integer || f.number.integer;
@@ -2118,14 +2097,10 @@ void Converter::Intersect(SimpleSchema* acc, const SimpleSchema& f) {
 
   if (f.has_values) {
     if (acc->has_values) {
-      std::vector<const Json*> kept;
+      ValueList kept;
       for (const Json* v : acc->values) {
-        for (const Json* w : f.values) {
-          if (JsonEqual(*v, *w)) {
-            kept.push_back(v);
-            break;
-          }
-        }
+        if (absl::Status st = Tick(); !st.ok()) return st;
+        if (f.values.Contains(*v)) kept.Add(v);
       }
       acc->values = std::move(kept);
     } else {
@@ -2133,8 +2108,8 @@ void Converter::Intersect(SimpleSchema* acc, const SimpleSchema& f) {
     }
     acc->has_values = true;
   }
-  acc->excluded.insert(acc->excluded.end(), f.excluded.begin(),
-                       f.excluded.end());
+  for (const Json* x : f.excluded) acc->excluded.Add(x);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<bool> Converter::ValidateTerms(const Json& v, const TermSet& ts,
@@ -2200,14 +2175,9 @@ absl::StatusOr<bool> Converter::CheckValue(const Json& v, const SimpleSchema& s,
   }
   const uint8_t type = TypeOf(v);
   if (!(s.types & type)) return false;
-  if (s.has_values) {
-    bool found = false;
-    for (const Json* x : s.values) found = found || JsonEqual(*x, v);
-    if (!found) return false;
-  }
-  for (const Json* x : s.excluded) {
-    if (JsonEqual(*x, v)) return false;
-  }
+  if (absl::Status st = Tick(); !st.ok()) return st;
+  if (s.has_values && !s.values.Contains(v)) return false;
+  if (s.excluded.Contains(v)) return false;
   switch (type) {
     case kNumT: {
       std::optional<Decimal> d = NumberOf(v);
@@ -2624,29 +2594,20 @@ absl::Status Converter::EmitRule(const TermSet& ts, int depth, int32_t rule) {
 
 absl::StatusOr<int32_t> Converter::EmitAlt(const SimpleSchema& s, int depth) {
   if (s.has_values) {
-    // Listed values: exactly those that pass every other constraint.
-    std::vector<const Json*> kept;
+    // Listed values (distinct): exactly those that pass every other
+    // constraint.
     std::vector<int32_t> parts;
     for (const Json* v : s.values) {
       absl::StatusOr<bool> ok = CheckValue(*v, s, 0);
       if (!ok.ok()) return ok.status();
       if (!*ok) continue;
-      bool seen = false;
-      for (const Json* k : kept) seen = seen || JsonEqual(*k, *v);
-      if (seen) continue;
-      kept.push_back(v);
       absl::StatusOr<int32_t> x = e_.Value(*v, depth);
       if (!x.ok()) return x.status();
       parts.push_back(*x);
     }
     return e_.Alt(std::move(parts));
   }
-  auto excluded = [&](const Json& v) {
-    for (const Json* x : s.excluded) {
-      if (JsonEqual(*x, v)) return true;
-    }
-    return false;
-  };
+  auto excluded = [&](const Json& v) { return s.excluded.Contains(v); };
   std::vector<int32_t> parts;
   if ((s.types & kNullT) && !excluded(Json(nullptr))) {
     parts.push_back(e_.Bytes("null"));
@@ -2951,15 +2912,11 @@ absl::StatusOr<std::optional<std::vector<const Json*>>> Converter::FiniteValues(
   if (ts.empty()) return Out();
   absl::StatusOr<Dnf> d = ExpandSet(ts);
   if (!d.ok()) return d.status();
-  std::vector<const Json*> values;
+  ValueList values;
   auto add = [&](const Json* v, const SimpleSchema& s) -> absl::Status {
     absl::StatusOr<bool> ok = CheckValue(*v, s, 0);
     if (!ok.ok()) return ok.status();
-    if (!*ok) return absl::OkStatus();
-    for (const Json* k : values) {
-      if (JsonEqual(*k, *v)) return absl::OkStatus();
-    }
-    values.push_back(v);
+    if (*ok) values.Add(v);
     return absl::OkStatus();
   };
   for (const Alt& alt : *d) {
@@ -2978,7 +2935,7 @@ absl::StatusOr<std::optional<std::vector<const Json*>>> Converter::FiniteValues(
       return Out();
     }
   }
-  return Out(std::move(values));
+  return Out(std::vector<const Json*>(values.begin(), values.end()));
 }
 
 absl::StatusOr<int32_t> Converter::UniqueArray(const ArrayC& a, int depth) {
@@ -2986,7 +2943,7 @@ absl::StatusOr<int32_t> Converter::UniqueArray(const ArrayC& a, int depth) {
   // values: the grammar then tracks the set of values used so far.
   const size_t positions = a.prefix.size() + 1;
   std::vector<std::vector<const Json*>> allowed(positions);
-  std::vector<const Json*> all;
+  ValueList all;
   for (size_t i = 0; i < positions; ++i) {
     const TermSet& ts = ItemTerms(a, i);
     if (i == a.prefix.size() && IsFalseSet(ts)) break;
@@ -3006,11 +2963,7 @@ absl::StatusOr<int32_t> Converter::UniqueArray(const ArrayC& a, int depth) {
       return ArrayExpr(plain, depth);
     }
     allowed[i] = **v;
-    for (const Json* x : **v) {
-      bool seen = false;
-      for (const Json* k : all) seen = seen || JsonEqual(*k, *x);
-      if (!seen) all.push_back(x);
-    }
+    for (const Json* x : **v) all.Add(x);
   }
   if (all.size() > static_cast<size_t>(kMaxUniqueValues)) {
     if (absl::Status st =
@@ -3025,10 +2978,9 @@ absl::StatusOr<int32_t> Converter::UniqueArray(const ArrayC& a, int depth) {
     return ArrayExpr(plain, depth);
   }
   auto index_of = [&](const Json* v) {
-    for (size_t k = 0; k < all.size(); ++k) {
-      if (JsonEqual(*all[k], *v)) return k;
-    }
-    return all.size();
+    const Json* listed = all.Find(*v);
+    return static_cast<size_t>(std::find(all.begin(), all.end(), listed) -
+                               all.begin());
   };
   std::vector<uint32_t> masks(positions, 0);
   for (size_t i = 0; i < positions; ++i) {
