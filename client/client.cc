@@ -562,6 +562,10 @@ void Client::FinishStep(const v1::StepResult& reply, const MaskBuffer& out,
       r.status = p.local_errors[i];
       continue;
     }
+    if (reply.has_error()) {  // the step as a whole was refused
+      r.status = FromWire(reply.error());
+      continue;
+    }
     if (!shaped) {
       r.status = absl::InternalError(absl::StrCat(
           "the reply to step ", reply.step_id(), " has ",

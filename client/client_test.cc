@@ -315,6 +315,38 @@ TEST(ClientTest, PerSequenceErrorsLeaveTheRestOfTheBatch) {
   EXPECT_EQ(client->Close(4).code(), absl::StatusCode::kNotFound);
 }
 
+// A step the server refuses as a whole (too many sequences) gives every
+// sequence of it that error and all-allowed rows.
+TEST(ClientTest, AStepRefusedAsAWholeFailsEachOfItsSequences) {
+  auto fake = FakeGrammard::Start();
+  ASSERT_NE(fake, nullptr);
+  auto client = MustConnect(Options(*fake));
+  ASSERT_NE(client, nullptr);
+  const int n = FakeGrammard::kMaxStepSequences + 1;
+  std::vector<uint64_t> ids;
+  std::vector<StepInput> batch;
+  for (int i = 1; i <= n; ++i) {
+    ASSERT_TRUE(client->Open(static_cast<uint64_t>(i), Regex("x")).ok());
+    ids.push_back(static_cast<uint64_t>(i));
+    batch.push_back({static_cast<uint64_t>(i), 0, {}, {}});
+  }
+  ASSERT_TRUE(client->WaitReady(ids).ok());
+  ASSERT_TRUE(client->SubmitStep(batch).ok());
+  std::vector<uint32_t> rows(static_cast<size_t>(n) * kWords);
+  std::vector<SequenceMasks> results;
+  ASSERT_TRUE(client->WaitMasks({rows.data(), kWords, n}, &results).ok());
+  ASSERT_EQ(results.size(), static_cast<size_t>(n));
+  std::vector<uint32_t> all(kWords, ~0u);
+  all.back() = (1u << (FakeGrammard::kVocabSize % 32)) - 1;
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(results[i].status.code(), absl::StatusCode::kResourceExhausted)
+        << results[i].status;
+    EXPECT_NE(results[i].status.message().find("step lists"),
+              std::string::npos);
+    EXPECT_EQ(Row(&rows[static_cast<size_t>(i) * kWords]), all) << i;
+  }
+}
+
 TEST(ClientTest, MisuseIsRefused) {
   auto fake = FakeGrammard::Start();
   ASSERT_NE(fake, nullptr);

@@ -5,8 +5,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <new>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "service/cache_value.h"
@@ -48,19 +50,24 @@ std::shared_ptr<const GrammarEntry> CompileJob::result() const {
 }
 
 std::shared_ptr<const GrammarEntry> CompileJob::WaitUntil(
-    std::chrono::steady_clock::time_point deadline) const {
+    std::chrono::steady_clock::time_point deadline,
+    const std::function<bool()>& cancelled) const {
+  // Slices of at most 100 ms, so that a caller that went away is noticed.
+  constexpr auto kSlice = std::chrono::milliseconds(100);
   absl::MutexLock lock(&mu_);
-  const absl::Time until =
-      deadline == std::chrono::steady_clock::time_point::max()
-          ? absl::InfiniteFuture()
-          : absl::Now() +
-                absl::FromChrono(deadline - std::chrono::steady_clock::now());
-  mu_.AwaitWithDeadline(absl::Condition(
-                            +[](const std::shared_ptr<const GrammarEntry>* e) {
-                              return *e != nullptr;
-                            },
-                            &entry_),
-                        until);
+  auto done = [](const std::shared_ptr<const GrammarEntry>* e) {
+    return *e != nullptr;
+  };
+  while (entry_ == nullptr) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) break;
+    if (cancelled && cancelled()) break;
+    const auto until = deadline - now > kSlice ? now + kSlice : deadline;
+    mu_.AwaitWithDeadline(
+        absl::Condition(+done, &entry_),
+        absl::Now() +
+            absl::FromChrono(until - std::chrono::steady_clock::now()));
+  }
   return entry_;
 }
 
@@ -89,9 +96,16 @@ void CompileJob::Finish(std::shared_ptr<const GrammarEntry> entry) {
 
 CompilePool::CompilePool(const Options& options, GrammarCache* cache,
                          ServiceMetrics* metrics, SharedCache* shared)
-    : options_(options), cache_(cache), metrics_(metrics), shared_(shared) {
-  for (int i = 0; i < std::max(1, options_.threads); ++i) {
-    threads_.emplace_back([this] { Work(); });
+    : options_(options),
+      cache_(cache),
+      metrics_(metrics),
+      shared_(shared),
+      queue_bytes_(options.max_queue_bytes) {
+  // `threads` for the compiles, and as many for clients with none running
+  // while those are all busy (see the header).
+  for (int i = 0; i < 2 * std::max(1, options_.threads); ++i) {
+    threads_.push_back(std::make_unique<SizedThread>(options_.stack_bytes,
+                                                     [this] { Work(); }));
   }
   if (options_.classify_in_background) {
     classifier_ = std::thread([this] { ClassifyInBackground(); });
@@ -99,24 +113,65 @@ CompilePool::CompilePool(const Options& options, GrammarCache* cache,
 }
 
 CompilePool::~CompilePool() {
-  std::deque<Task> dropped;
+  CancelAll();
+  threads_.clear();  // joins them
+  if (classifier_.joinable()) classifier_.join();
+}
+
+void CompilePool::CancelAll() {
+  std::vector<Task> dropped;
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    dropped.swap(queue_);
-    for (const Task& task : dropped) in_flight_.erase(task.job->id());
-    metrics_->compile_queue_depth->Set(0);
+    cancel_.store(true);
+    for (auto& [client, queue] : clients_) {
+      for (Task& task : queue.tasks) {
+        in_flight_.erase(task.job->id());
+        dropped.push_back(std::move(task));
+      }
+      queue.tasks.clear();
+    }
+    turns_.clear();
+    queued_ = 0;
+    UpdateQueueMetrics();
   }
   stop_classifying_.store(true);
-  for (Task& task : dropped) task.job->Finish(Stopping(task.job->id()));
-  for (std::thread& t : threads_) t.join();
-  if (classifier_.joinable()) classifier_.join();
+  for (Task& task : dropped) {
+    queue_bytes_.Release(task.bytes);
+    task.job->Finish(Stopping(task.job->id()));
+  }
+  metrics_->compile_queue_bytes->Set(static_cast<double>(queue_bytes_.used()));
 }
 
 absl::StatusOr<CompilePool::Submission> CompilePool::Submit(
     std::shared_ptr<const TokenizerEntry> tokenizer,
-    const grammard::v1::Constraint& constraint) {
-  absl::StatusOr<std::string> canonical = CanonicalConstraint(constraint);
+    const grammard::v1::Constraint& constraint, std::string_view client) {
+  // Its size before anything reads it (the canonical form parses JSON).
+  const int64_t bytes = static_cast<int64_t>(constraint.ByteSizeLong());
+  if (options_.max_constraint_bytes > 0 &&
+      bytes > options_.max_constraint_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "compile: the constraint is ", bytes, " bytes; at most ",
+        options_.max_constraint_bytes, " (--max_constraint_bytes)"));
+  }
+  // Charged from here on: reading it (a JSON document several times its
+  // size) counts as much as keeping it queued.
+  if (!queue_bytes_.TryCharge(bytes)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "compile: the constraints queued hold ", queue_bytes_.used(),
+        " bytes; this one's ", bytes, " would pass the budget of ",
+        queue_bytes_.limit(), " (--compile_queue_bytes); retry later"));
+  }
+  absl::Cleanup uncharge = [&] { queue_bytes_.Release(bytes); };
+  absl::StatusOr<std::string> canonical;
+  if (bytes > kLargeConstraintBytes) {
+    // One large document read at a time: a dozen clients sending 6 MB
+    // schemas at once took both cores from the decode steps for 160 ms.
+    absl::MutexLock one_at_a_time(&large_reads_mu_);
+    canonical = CanonicalConstraint(constraint);
+  } else {
+    canonical = CanonicalConstraint(constraint);
+  }
   if (!canonical.ok()) return canonical.status();
   const std::string id = GrammarId(tokenizer->vocab->fingerprint(), *canonical);
   // Both lookups under mu_: a finishing compile enters the cache before it
@@ -132,15 +187,29 @@ absl::StatusOr<CompilePool::Submission> CompilePool::Submit(
   if (stopping_) {
     return absl::UnavailableError("compile: the server is stopping");
   }
-  if (static_cast<int>(queue_.size()) >= options_.max_queue) {
+  if (queued_ >= options_.max_queue) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("compile: the queue is full (", options_.max_queue,
-                     " compiles waiting); retry later"));
+        absl::StrCat("compile: the queue is full (", queued_,
+                     " compiles waiting, --compile_queue); retry later"));
   }
+  auto found = clients_.find(client);
+  if (found != clients_.end() && static_cast<int>(found->second.tasks.size()) >=
+                                     options_.max_queue_per_client) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "compile: this client has ", found->second.tasks.size(),
+        " compiles waiting (--compile_queue_per_client); retry later"));
+  }
+  // The task holds the charge now; Done releases it.
+  std::move(uncharge).Cancel();
   auto job = std::make_shared<CompileJob>(id);
   in_flight_.emplace(id, job);
-  queue_.push_back(Task{job, std::move(tokenizer), constraint});
-  metrics_->compile_queue_depth->Set(static_cast<double>(queue_.size()));
+  ClientQueue& queue =
+      found != clients_.end() ? found->second : clients_[std::string(client)];
+  if (queue.tasks.empty()) turns_.emplace_back(client);
+  queue.tasks.push_back(
+      Task{job, std::move(tokenizer), constraint, std::string(client), bytes});
+  ++queued_;
+  UpdateQueueMetrics();
   return Submission{std::move(job), false};
 }
 
@@ -154,6 +223,51 @@ std::shared_ptr<CompileJob> CompilePool::Find(const std::string& id) {
   return nullptr;
 }
 
+void CompilePool::UpdateQueueMetrics() {
+  metrics_->compile_queue_depth->Set(static_cast<double>(queued_));
+  metrics_->compile_queue_bytes->Set(static_cast<double>(queue_bytes_.used()));
+}
+
+bool CompilePool::CanTakeAny() const {
+  if (turns_.empty()) return false;
+  if (running_ < std::max(1, options_.threads)) return true;
+  for (const std::string& client : turns_) {
+    if (clients_.find(client)->second.running == 0) return true;
+  }
+  return false;
+}
+
+bool CompilePool::TakeNext(Task* task) {
+  const bool room = running_ < std::max(1, options_.threads);
+  for (auto turn = turns_.begin(); turn != turns_.end(); ++turn) {
+    ClientQueue& queue = clients_.find(*turn)->second;
+    if (!room && queue.running > 0) continue;
+    *task = std::move(queue.tasks.front());
+    queue.tasks.pop_front();
+    ++queue.running;
+    ++running_;
+    --queued_;
+    // Its next compile waits for the others' turns.
+    std::string client = std::move(*turn);
+    turns_.erase(turn);
+    if (!queue.tasks.empty()) turns_.push_back(std::move(client));
+    UpdateQueueMetrics();
+    return true;
+  }
+  return false;
+}
+
+void CompilePool::Done(const Task& task) {
+  queue_bytes_.Release(task.bytes);
+  absl::MutexLock lock(&mu_);
+  --running_;
+  auto it = clients_.find(task.client);
+  if (--it->second.running == 0 && it->second.tasks.empty()) {
+    clients_.erase(it);
+  }
+  UpdateQueueMetrics();
+}
+
 void CompilePool::Work() {
   for (;;) {
     Task task;
@@ -161,15 +275,14 @@ void CompilePool::Work() {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
           +[](CompilePool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
-            return p->stopping_ || !p->queue_.empty();
+            return p->stopping_ || p->CanTakeAny();
           },
           this));
-      if (queue_.empty()) return;  // stopping
-      task = std::move(queue_.front());
-      queue_.pop_front();
-      metrics_->compile_queue_depth->Set(static_cast<double>(queue_.size()));
+      if (stopping_) return;
+      TakeNext(&task);
     }
     Run(task);
+    Done(task);
   }
 }
 
@@ -218,7 +331,8 @@ void CompilePool::Run(Task& task) {
   // request should try again rather than find this failure.
   const bool cacheable =
       entry->status.code() != absl::StatusCode::kDeadlineExceeded &&
-      entry->status.code() != absl::StatusCode::kCancelled;
+      entry->status.code() != absl::StatusCode::kCancelled &&
+      entry->status.code() != absl::StatusCode::kUnavailable;
   if (shared_ != nullptr && compiled_here && cacheable) {
     shared_
         ->Put(id, EncodeCacheValue(*entry),
@@ -304,11 +418,21 @@ std::shared_ptr<GrammarEntry> CompilePool::Compile(const Task& task) {
   metrics_->compiles_running->Add(1);
   const auto start = std::chrono::steady_clock::now();
   CompileLimits limits;
-  limits.deadline = start + options_.timeout;
+  limits.deadline = grammar::Deadline(start + options_.timeout, &cancel_);
   limits.max_states = options_.max_states;
   limits.classify_ahead = options_.classify_ahead;
   absl::StatusOr<CompiledConstraint> compiled =
-      CompileConstraint(*task.tokenizer->compiler, task.constraint, limits);
+      absl::InternalError("not compiled");
+  try {
+    compiled =
+        CompileConstraint(*task.tokenizer->compiler, task.constraint, limits);
+  } catch (const std::bad_alloc&) {
+    // The sizes that grow a compile are bounded (states, expressions), so
+    // this is the machine running out: not this constraint's fault, and
+    // not cached (see Run).
+    compiled = absl::UnavailableError(
+        "compile: the daemon ran out of memory; retry later");
+  }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
@@ -322,6 +446,8 @@ std::shared_ptr<GrammarEntry> CompilePool::Compile(const Task& task) {
   if (compiled.ok()) {
     entry->grammar = std::move(compiled->grammar);
     entry->dropped = std::move(compiled->dropped);
+  } else if (limits.deadline.cancelled()) {
+    entry->status = Stopping(task.job->id())->status;
   } else {
     entry->status = compiled.status();
     if (entry->status.code() == absl::StatusCode::kDeadlineExceeded) {

@@ -4,9 +4,22 @@
 // grammar already queued or running (single flight) or queues a new one.
 // Each compile runs under a deadline counted from its start: past it the
 // engine stops (DeadlineExceeded), the thread is free again, and nothing is
-// cached, so a later request compiles afresh. A full queue is
-// ResourceExhausted. Finished compiles go to the GrammarCache, failures
-// included unless a retry could succeed.
+// cached, so a later request compiles afresh. Finished compiles go to the
+// GrammarCache, failures included unless a retry could succeed.
+//
+// Fairness: compiles queue per client (a connection) and are served round
+// robin, so one client's flood waits behind itself; a client may queue
+// max_queue_per_client compiles, all clients max_queue. When every thread
+// is busy with other clients' compiles, a client with none running still
+// gets one of `threads` more threads at once: one client's slow compiles
+// (each up to its deadline) cannot make another's wait. The bytes of the
+// constraints queued or compiling have a budget (max_queue_bytes), and a
+// constraint larger than max_constraint_bytes is refused before it is
+// read. Every refusal is ResourceExhausted naming the flag.
+//
+// CancelAll (on SIGTERM) fails the queued compiles and stops the running
+// ones at once: the engine checks its deadline's flag as it checks the
+// time.
 //
 // With a SharedCache (the fleet's tier, e.g. Redis), a local miss looks
 // there next, on the compile thread: a hit is loaded instead of compiled. A
@@ -33,6 +46,7 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -43,9 +57,11 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/grammard.pb.h"
+#include "service/byte_budget.h"
 #include "service/grammar_cache.h"
 #include "service/service_metrics.h"
 #include "service/shared_cache.h"
+#include "service/sized_thread.h"
 #include "service/tokenizer_registry.h"
 
 namespace grammard::service {
@@ -67,9 +83,11 @@ class CompileJob {
   const std::string& id() const { return id_; }
   // Null while compiling.
   std::shared_ptr<const GrammarEntry> result() const;
-  // Blocks until done or `deadline`; null if still compiling then.
+  // Blocks until done, `deadline`, or `cancelled()` (asked every 100 ms);
+  // null if still compiling then.
   std::shared_ptr<const GrammarEntry> WaitUntil(
-      std::chrono::steady_clock::time_point deadline) const;
+      std::chrono::steady_clock::time_point deadline,
+      const std::function<bool()>& cancelled = nullptr) const;
   // Runs `listener` once the job is done (now, if it is).
   void OnDone(Listener listener);
 
@@ -87,8 +105,16 @@ class CompilePool {
  public:
   struct Options {
     int threads = 2;
-    // Compiles waiting for a thread; more is ResourceExhausted.
+    // Compiles waiting for a thread, over all clients and per client; more
+    // is ResourceExhausted.
     int max_queue = 256;
+    int max_queue_per_client = 64;
+    // Bytes of the constraints queued or compiling; 0: no limit.
+    int64_t max_queue_bytes = int64_t{256} << 20;
+    // The largest constraint (its wire size) that is compiled at all.
+    int64_t max_constraint_bytes = int64_t{8} << 20;
+    // The stack of each compile thread (see sized_thread.h).
+    size_t stack_bytes = size_t{16} << 20;
     std::chrono::milliseconds timeout{30000};
     int32_t max_states = 100000;
     // Token classification done at compile time (grammar/compiler.h). None
@@ -110,19 +136,26 @@ class CompilePool {
   // the pool.
   CompilePool(const Options& options, GrammarCache* cache,
               ServiceMetrics* metrics, SharedCache* shared = nullptr);
-  // Fails queued compiles (Cancelled) and waits for running ones, which the
-  // engine finishes or abandons at their deadline.
+  // CancelAll, then waits for the threads.
   ~CompilePool();
+
+  // Fails the queued compiles (Cancelled), stops the running ones (their
+  // grammars are not cached) and refuses new ones (Unavailable).
+  void CancelAll();
 
   struct Submission {
     std::shared_ptr<CompileJob> job;
     bool cache_hit = false;
   };
-  // InvalidArgument for a malformed constraint; ResourceExhausted when the
-  // queue is full.
+  // InvalidArgument for a malformed constraint; ResourceExhausted when it
+  // is too large or a queue or the byte budget is full. `client` names the
+  // requester (its connection) for fairness.
   absl::StatusOr<Submission> Submit(
       std::shared_ptr<const TokenizerEntry> tokenizer,
-      const grammard::v1::Constraint& constraint);
+      const grammard::v1::Constraint& constraint, std::string_view client = "");
+
+  // Each compile's deadline, counted from its start.
+  std::chrono::milliseconds timeout() const { return options_.timeout; }
 
   // A grammar by id, queued, running or cached; null if unknown.
   std::shared_ptr<CompileJob> Find(const std::string& id);
@@ -136,9 +169,20 @@ class CompilePool {
     std::shared_ptr<CompileJob> job;
     std::shared_ptr<const TokenizerEntry> tokenizer;
     grammard::v1::Constraint constraint;
+    std::string client;
+    int64_t bytes = 0;  // charged to queue_bytes_
+  };
+  struct ClientQueue {
+    std::deque<Task> tasks;
+    int running = 0;
   };
 
   void Work();
+  // The next task a thread may start (the fairness rules above), or false.
+  bool TakeNext(Task* task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool CanTakeAny() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Done(const Task& task);
+  void UpdateQueueMetrics() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Run(Task& task);
   // The background thread: classifies ahead for grammars in to_classify_.
   void ClassifyInBackground();
@@ -159,7 +203,18 @@ class CompilePool {
   ServiceMetrics* const metrics_;
   SharedCache* const shared_;
   absl::Mutex mu_;
-  std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, ClientQueue, std::less<>> clients_ ABSL_GUARDED_BY(mu_);
+  // Clients with queued tasks, in the order they are next served.
+  std::deque<std::string> turns_ ABSL_GUARDED_BY(mu_);
+  int queued_ ABSL_GUARDED_BY(mu_) = 0;
+  int running_ ABSL_GUARDED_BY(mu_) = 0;
+  ByteBudget queue_bytes_;
+  // Constraints larger than this are read (parsed for their canonical
+  // form) one at a time.
+  static constexpr int64_t kLargeConstraintBytes = int64_t{1} << 20;
+  absl::Mutex large_reads_mu_;
+  // Raised by CancelAll: every running compile's deadline reads it.
+  std::atomic<bool> cancel_{false};
   std::unordered_map<std::string, std::shared_ptr<CompileJob>> in_flight_
       ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
@@ -168,7 +223,7 @@ class CompilePool {
   std::vector<std::weak_ptr<const GrammarEntry>> to_classify_
       ABSL_GUARDED_BY(mu_);
   std::atomic<bool> stop_classifying_{false};
-  std::vector<std::thread> threads_;
+  std::vector<std::unique_ptr<SizedThread>> threads_;
   std::thread classifier_;
 };
 

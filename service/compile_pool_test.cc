@@ -436,5 +436,127 @@ TEST_F(CompilePoolTest, FailingSharedTierFallsBackToLocalCompiles) {
   EXPECT_NE(shared.values_[id], "damaged");
 }
 
+// A grammar whose compile takes seconds in little memory: a chain of
+// 40,000 rules, each copied into the one before (choosing what to copy
+// walks the chain once a rule). It stops at its deadline or when
+// cancelled. `salt` makes each its own compile.
+Constraint Slow(int salt) {
+  std::string text = "root ::= r0\n";
+  for (int i = 0; i < 40000; ++i) {
+    absl::StrAppend(&text, "r", i, " ::= r", i + 1, "\n");
+  }
+  absl::StrAppend(&text, "r40000 ::= \"a", salt, "\"\n");
+  Constraint c;
+  c.mutable_grammar()->set_text(text);
+  return c;
+}
+
+CompilePool::Options SlowOptions(int threads) {
+  CompilePool::Options o;
+  o.threads = threads;
+  o.timeout = std::chrono::seconds(60);
+  o.classify_in_background = false;
+  return o;
+}
+
+// Waits (up to 10 s) until `n` compiles run.
+bool AwaitRunning(ServiceMetrics& metrics, int n) {
+  const auto give_up = Clock::now() + std::chrono::seconds(10);
+  while (metrics.compiles_running->Value() < n) {
+    if (Clock::now() > give_up) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+// CancelAll (on SIGTERM) stops a running compile at once and fails the
+// queued ones, none of them cached.
+TEST_F(CompilePoolTest, CancelAllStopsRunningAndQueuedCompiles) {
+  auto pool = Pool(SlowOptions(1));
+  auto running = pool->Submit(tokenizer_, Slow(1), "a");
+  auto queued = pool->Submit(tokenizer_, Slow(2), "a");
+  ASSERT_TRUE(running.ok() && queued.ok());
+  ASSERT_TRUE(AwaitRunning(metrics_, 1));
+  const auto start = Clock::now();
+  pool->CancelAll();
+  for (const auto* s : {&running, &queued}) {
+    auto entry = (*s)->job->WaitUntil(Clock::now() + std::chrono::seconds(5));
+    ASSERT_NE(entry, nullptr);
+    EXPECT_EQ(entry->status.code(), absl::StatusCode::kCancelled)
+        << entry->status;
+  }
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
+  EXPECT_EQ(cache_.Find(running->job->id()), nullptr);
+  EXPECT_EQ(pool->Submit(tokenizer_, Regex("a"), "b").status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+// With every compile thread held by one client's slow compiles, another
+// client's compile still starts at once (on one of the extra threads), and
+// the first client's next compile waits its turn.
+TEST_F(CompilePoolTest, OneClientsSlowCompilesDoNotHoldBackAnother) {
+  auto pool = Pool(SlowOptions(1));
+  std::vector<std::shared_ptr<CompileJob>> slow;
+  for (int i = 0; i < 3; ++i) {
+    auto s = pool->Submit(tokenizer_, Slow(10 + i), "hog");
+    ASSERT_TRUE(s.ok()) << s.status();
+    slow.push_back(s->job);
+  }
+  ASSERT_TRUE(AwaitRunning(metrics_, 1));
+  auto quick = pool->Submit(tokenizer_, Regex("[ab]{3}"), "other");
+  ASSERT_TRUE(quick.ok());
+  auto entry = quick->job->WaitUntil(Clock::now() + std::chrono::seconds(10));
+  ASSERT_NE(entry, nullptr);
+  EXPECT_TRUE(entry->status.ok()) << entry->status;
+  // The hog's second compile is still waiting: one thread is its share.
+  EXPECT_EQ(slow[1]->result(), nullptr);
+  EXPECT_EQ(metrics_.compiles_running->Value(), 1);
+  pool->CancelAll();
+}
+
+// A client may queue max_queue_per_client compiles; another client still
+// may; and the text of everything queued has a byte budget.
+TEST_F(CompilePoolTest, QueuesAreBoundedPerClientAndInBytes) {
+  CompilePool::Options o = SlowOptions(1);
+  o.max_queue_per_client = 2;
+  o.max_queue_bytes = 4 << 20;
+  auto pool = Pool(o);
+  ASSERT_TRUE(pool->Submit(tokenizer_, Slow(20), "a").ok());
+  ASSERT_TRUE(AwaitRunning(metrics_, 1));
+  // Each client gets an extra thread when it has none running: fill those.
+  ASSERT_TRUE(pool->Submit(tokenizer_, Slow(21), "b").ok());
+  ASSERT_TRUE(AwaitRunning(metrics_, 2));
+  ASSERT_TRUE(pool->Submit(tokenizer_, Slow(22), "a").ok());
+  ASSERT_TRUE(pool->Submit(tokenizer_, Slow(23), "a").ok());
+  const absl::Status full = pool->Submit(tokenizer_, Slow(24), "a").status();
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
+  EXPECT_NE(full.message().find("--compile_queue_per_client"),
+            std::string::npos)
+      << full;
+  EXPECT_TRUE(pool->Submit(tokenizer_, Slow(25), "b").ok());
+  // Six chains of 500 KB each are queued or compiling.
+  const absl::Status bytes =
+      pool->Submit(tokenizer_, Regex(std::string(1500000, 'a')), "c").status();
+  EXPECT_EQ(bytes.code(), absl::StatusCode::kResourceExhausted) << bytes;
+  EXPECT_NE(bytes.message().find("--compile_queue_bytes"), std::string::npos)
+      << bytes;
+  pool.reset();  // cancels and waits for the running compiles
+  // Everything given back: the budget is free again.
+  EXPECT_EQ(metrics_.compile_queue_bytes->Value(), 0);
+}
+
+// A constraint larger than max_constraint_bytes is refused before it is
+// read.
+TEST_F(CompilePoolTest, OversizedConstraintsAreRefusedUnread) {
+  CompilePool::Options o;
+  o.max_constraint_bytes = 100;
+  auto pool = Pool(o);
+  // Not even valid JSON: the size is all that is looked at.
+  const absl::Status s =
+      pool->Submit(tokenizer_, Schema("{" + std::string(200, ' '))).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_NE(s.message().find("--max_constraint_bytes"), std::string::npos) << s;
+}
+
 }  // namespace
 }  // namespace grammard::service

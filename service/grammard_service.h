@@ -17,12 +17,23 @@
 // sequence and the problem; a sequence's error is reported in its own result
 // and leaves the other sequences and the stream alone.
 //
+// Hostile clients: every size a request carries is checked against a limit
+// (ServiceOptions) before anything is allocated from it, and the answer
+// names the field and the flag; every wait has a server-side bound; a
+// stream is refused before its state is built; a stream whose client stops
+// reading is cut off with RESOURCE_EXHAUSTED once its queued replies pass
+// max_outbox_bytes; an exception (out of memory) ends only its own call,
+// which still unregisters. Decode reads raw bytes and parses them itself,
+// so that bytes that are no DecodeRequest end the stream with
+// INVALID_ARGUMENT (gRPC's own parse would read as the client's half-close).
+//
 // Thread-safety: gRPC calls the methods from any threads; BeginShutdown may
 // be called from any thread.
 #ifndef GRAMMARD_SERVICE_GRAMMARD_SERVICE_H_
 #define GRAMMARD_SERVICE_GRAMMARD_SERVICE_H_
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -32,7 +43,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "grammar/thread_pool.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "proto/grammard.grpc.pb.h"
+#include "service/byte_budget.h"
 #include "service/compile_pool.h"
 #include "service/listener_security.h"
 #include "service/rank_sync.h"
@@ -44,19 +57,42 @@ namespace grammard::service {
 struct ServiceOptions {
   // Threads filling the masks of a step (the stream's own thread included).
   int fill_threads = 2;
-  // Open sequences one stream may hold; more is RESOURCE_EXHAUSTED.
+  // Open sequences one stream may hold, and sequences one step may list;
+  // more is RESOURCE_EXHAUSTED.
   int max_sequences_per_stream = 4096;
+  // Draft tokens one sequence may ask rows for in one step.
+  int max_draft_tokens = 64;
+  // Mask rows one step may ask for (each sequence's 1 + drafts).
+  int max_step_rows = 4096;
+  // Tokens one sequence may hold (see SequenceLimits).
+  int64_t max_sequence_tokens = 262144;
+  // Bytes all sequences' matchers may hold together; 0: no limit.
+  int64_t max_sequence_memory_bytes = int64_t{2} << 30;
+  // Replies one stream may have queued (statuses waiting for a client that
+  // is slow to read), in bytes; past it the stream is cut off.
+  int64_t max_outbox_bytes = int64_t{16} << 20;
+  // The largest message the server sends: a step whose reply would be
+  // larger is refused as a whole.
+  int64_t max_message_bytes = int64_t{64} << 20;
+  // Decode streams the daemon holds at once, over all clients.
+  int max_streams = 256;
   // Encoded mask rows one stream keeps for reuse, by their grammar
   // position, counted in wire bytes (see service/step_rows.h); 0: none.
   size_t row_cache_bytes = size_t{4} << 20;
-  // Decode streams one client (by peer address, port aside) may hold at
-  // once; more is RESOURCE_EXHAUSTED. 0: no limit.
+  // Decode streams one client connection (its peer address and port) may
+  // hold at once; more is RESOURCE_EXHAUSTED. 0: no limit. Per connection,
+  // not per address: a sidecar's clients all come from 127.0.0.1.
   int max_streams_per_client = 64;
   // A stream with no message for this long is cancelled, freeing its
   // sequences (an engine that died without closing its stream); 0: never.
   std::chrono::seconds stream_idle_timeout{600};
   // When set, every Grammard RPC must carry this bearer token.
   std::shared_ptr<const BearerToken> auth;
+  // SyncGroup: the longest wait, whatever the request's timeout_ms; the
+  // largest world size; the most ids a report may list.
+  std::chrono::milliseconds max_sync_wait{60000};
+  int max_sync_world_size = 1024;
+  int max_sync_ids = 16384;
 };
 
 class GrammardService final : public grammard::v1::Grammard::Service {
@@ -77,10 +113,14 @@ class GrammardService final : public grammard::v1::Grammard::Service {
   grpc::Status Compile(grpc::ServerContext* context,
                        const grammard::v1::CompileRequest* request,
                        grammard::v1::CompileResponse* response) override;
-  grpc::Status Decode(
+  grpc::Status UnregisterTokenizer(
       grpc::ServerContext* context,
-      grpc::ServerReaderWriter<grammard::v1::DecodeResponse,
-                               grammard::v1::DecodeRequest>* stream) override;
+      const grammard::v1::UnregisterTokenizerRequest* request,
+      grammard::v1::UnregisterTokenizerResponse* response) override;
+  // Decode, registered on raw bytes (see above).
+  grpc::Status DecodeBytes(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream);
   grpc::Status SyncGroup(grpc::ServerContext* context,
                          const grammard::v1::SyncGroupRequest* request,
                          grammard::v1::SyncGroupResponse* response) override;
@@ -95,7 +135,15 @@ class GrammardService final : public grammard::v1::Grammard::Service {
   // Unauthenticated unless the call carries the configured bearer token.
   absl::Status Authorize(const grpc::ServerContext& context) const;
   grpc::Status Fail(const absl::Status& status);
-  // Cancels idle streams every second until the service is destroyed.
+  // Runs a handler's body; an exception it throws (out of memory) becomes
+  // its call's status instead of ending the process.
+  grpc::Status Guarded(const char* rpc,
+                       const std::function<grpc::Status()>& body);
+  // Admits a new Decode stream of `connection`, or says why not.
+  absl::Status Admit(const std::string& connection);
+  void Dismiss(const std::string& connection);
+  // Cancels idle and stuck streams every second until the service is
+  // destroyed.
   void Reap();
 
   const ServiceOptions options_;
@@ -103,12 +151,14 @@ class GrammardService final : public grammard::v1::Grammard::Service {
   CompilePool* const compiles_;
   ServiceMetrics* const metrics_;
   RankSync rank_sync_;
+  ByteBudget sequence_memory_;
   absl::Mutex fill_mu_;  // held while a step uses fill_pool_
   grammar::ThreadPool fill_pool_;
 
   absl::Mutex mu_;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   std::set<Stream*> streams_ ABSL_GUARDED_BY(mu_);
+  int admitted_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, int> streams_per_client_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread reaper_;

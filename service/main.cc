@@ -1,15 +1,23 @@
 // grammard: the constrained-decoding daemon. Loads the tokenizers under
 // --tokenizer_dir, serves grammard.v1.Grammard, grpc.health.v1 and server
 // reflection on --listen and Prometheus metrics on --metrics_listen. SIGTERM
-// or SIGINT: stop accepting, let each stream finish its current step, stop.
+// or SIGINT: stop accepting, cancel the compiles, let each stream finish its
+// current step, and exit within --shutdown_grace_ms.
+//
+// The limits below are sized for a sidecar serving one node (8 GPUs, each
+// rank a stream of up to a few hundred sequences): each is several times
+// what such a node needs, and small enough that one client at the limit
+// leaves the node's other clients served (service/README.md, "Limits").
 #include <signal.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -18,14 +26,17 @@
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "service/compile_pool.h"
 #include "service/grammar_cache.h"
 #include "service/grammard_service.h"
+#include "service/memory_release.h"
 #include "service/metrics/metrics_server.h"
 #include "service/redis/redis_tier.h"
 #include "service/service_metrics.h"
+#include "service/socket_guard.h"
 #include "service/tokenizer_registry.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
@@ -51,6 +62,14 @@ ABSL_FLAG(std::string, tokenizer_dir, ".deps/tokenizers",
 ABSL_FLAG(int, compile_threads, 2, "Threads compiling grammars.");
 ABSL_FLAG(int, compile_queue, 256,
           "Compiles that may wait for a thread; more are RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int, compile_queue_per_client, 64,
+          "Compiles one client connection may have waiting; compiles are "
+          "served round robin over clients.");
+ABSL_FLAG(int64_t, compile_queue_bytes, int64_t{256} << 20,
+          "Bytes of constraint text queued or compiling, over all clients.");
+ABSL_FLAG(int64_t, max_constraint_bytes, int64_t{8} << 20,
+          "The largest constraint compiled (MaskBench's largest schema is "
+          "544 KB).");
 ABSL_FLAG(int, compile_timeout_ms, 30000,
           "Per-compile deadline; past it the compile stops, nothing cached.");
 ABSL_FLAG(int, max_grammar_states, 100000,
@@ -69,10 +88,52 @@ ABSL_FLAG(int64_t, row_cache_bytes, int64_t{4} << 20,
           "0: none.");
 ABSL_FLAG(int64_t, cache_bytes, int64_t{1} << 30,
           "Budget of the compiled-grammar cache, in bytes.");
+ABSL_FLAG(int, max_streams, 256,
+          "Decode streams the daemon holds at once, over all clients.");
 ABSL_FLAG(int, max_streams_per_client, 64,
-          "Decode streams one client address may hold at once (0: no limit).");
+          "Decode streams one client connection (address and port) may hold "
+          "at once (0: no limit).");
 ABSL_FLAG(int, max_sequences_per_stream, 4096,
-          "Open sequences one Decode stream may hold.");
+          "Open sequences one Decode stream may hold, and sequences one step "
+          "may list.");
+ABSL_FLAG(int, max_draft_tokens, 64,
+          "Draft tokens one sequence may ask mask rows for in one step.");
+ABSL_FLAG(int, max_step_rows, 4096,
+          "Mask rows (1 + drafts per sequence) one step may ask for.");
+ABSL_FLAG(int64_t, max_sequence_tokens, 262144,
+          "Tokens one sequence may hold (and accept in one step).");
+ABSL_FLAG(int64_t, max_sequence_memory_mb, 2048,
+          "Memory all open sequences may hold together (0: no limit); a step "
+          "past it fails its sequence with RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int64_t, max_outbox_bytes, int64_t{16} << 20,
+          "Replies one Decode stream may have queued for a client slow to "
+          "read; past it the stream is cut off with RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int, max_sync_wait_ms, 60000,
+          "Longest SyncGroup wait, whatever the request asks.");
+ABSL_FLAG(int, max_sync_world_size, 1024, "Largest SyncGroup world size.");
+ABSL_FLAG(int, max_sync_ids, 16384,
+          "Most sequence ids one SyncGroup report may list as ready, or as "
+          "failed.");
+ABSL_FLAG(int, max_tokenizer_names, 32,
+          "Names RegisterTokenizer may add (UnregisterTokenizer frees one).");
+ABSL_FLAG(int, max_uploaded_tokenizers, 8,
+          "Vocabularies RegisterTokenizer may upload (each 15-60 MB).");
+ABSL_FLAG(int, max_rpc_threads, 512,
+          "Threads gRPC may run calls on: each Decode stream holds one, a "
+          "waiting Compile or SyncGroup one while it waits; calls past it "
+          "are RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int, http2_max_streams, 256,
+          "HTTP/2 streams one connection may have open (a client past it "
+          "loses its connection).");
+ABSL_FLAG(int, max_metadata_bytes, 16 << 10,
+          "Largest header list (metadata) of a call.");
+ABSL_FLAG(bool, http2_guard, true,
+          "Cut cleartext connections that abuse HTTP/2 (rapid reset, "
+          "endless header blocks, SETTINGS floods), which Debian's gRPC "
+          "1.51 does not bound (service/http2_guard.h).");
+ABSL_FLAG(int64_t, retain_freed_mb, 128,
+          "Freed memory kept for reuse; past it, it is handed back to the "
+          "system within a second (-1: never).");
 ABSL_FLAG(int, stream_idle_timeout_s, 600,
           "Cancel a Decode stream after this long without a message (0: "
           "never).");
@@ -100,7 +161,8 @@ ABSL_FLAG(int, redis_lease_ms, 3000,
           "Lifetime of the fleet-wide compile lease (renewed while held); a "
           "replica that dies mid-compile blocks others this long at most.");
 ABSL_FLAG(int, shutdown_grace_ms, 5000,
-          "On SIGTERM, how long in-flight calls may take before cancelled.");
+          "On SIGTERM, how long in-flight calls may take before cancelled; "
+          "the process has exited by then.");
 
 namespace {
 
@@ -108,6 +170,8 @@ using grammard::service::BearerToken;
 using grammard::service::CompilePool;
 using grammard::service::GrammarCache;
 using grammard::service::GrammardService;
+using grammard::service::MemoryRelease;
+namespace socket_guard = grammard::service::socket_guard;
 using grammard::service::MakeServerCredentials;
 using grammard::service::ServiceMetrics;
 using grammard::service::ServiceOptions;
@@ -150,7 +214,10 @@ absl::StatusOr<std::unique_ptr<RedisTier>> MakeRedisTier(
 }
 
 int Run() {
-  TokenizerRegistry tokenizers;
+  TokenizerRegistry::Limits registry_limits;
+  registry_limits.max_names = absl::GetFlag(FLAGS_max_tokenizer_names);
+  registry_limits.max_uploads = absl::GetFlag(FLAGS_max_uploaded_tokenizers);
+  TokenizerRegistry tokenizers(registry_limits);
   const std::string dir = absl::GetFlag(FLAGS_tokenizer_dir);
   if (absl::Status s = tokenizers.LoadDirectory(dir); !s.ok()) {
     std::fprintf(stderr, "grammard: %s (run tools/setup.sh)\n",
@@ -168,6 +235,10 @@ int Run() {
   CompilePool::Options pool_options;
   pool_options.threads = absl::GetFlag(FLAGS_compile_threads);
   pool_options.max_queue = absl::GetFlag(FLAGS_compile_queue);
+  pool_options.max_queue_per_client =
+      absl::GetFlag(FLAGS_compile_queue_per_client);
+  pool_options.max_queue_bytes = absl::GetFlag(FLAGS_compile_queue_bytes);
+  pool_options.max_constraint_bytes = absl::GetFlag(FLAGS_max_constraint_bytes);
   pool_options.timeout =
       std::chrono::milliseconds(absl::GetFlag(FLAGS_compile_timeout_ms));
   pool_options.max_states = absl::GetFlag(FLAGS_max_grammar_states);
@@ -197,6 +268,20 @@ int Run() {
       absl::GetFlag(FLAGS_max_sequences_per_stream);
   service_options.max_streams_per_client =
       absl::GetFlag(FLAGS_max_streams_per_client);
+  service_options.max_streams = absl::GetFlag(FLAGS_max_streams);
+  service_options.max_draft_tokens = absl::GetFlag(FLAGS_max_draft_tokens);
+  service_options.max_step_rows = absl::GetFlag(FLAGS_max_step_rows);
+  service_options.max_sequence_tokens =
+      absl::GetFlag(FLAGS_max_sequence_tokens);
+  service_options.max_sequence_memory_bytes =
+      absl::GetFlag(FLAGS_max_sequence_memory_mb) << 20;
+  service_options.max_outbox_bytes = absl::GetFlag(FLAGS_max_outbox_bytes);
+  service_options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  service_options.max_sync_wait =
+      std::chrono::milliseconds(absl::GetFlag(FLAGS_max_sync_wait_ms));
+  service_options.max_sync_world_size =
+      absl::GetFlag(FLAGS_max_sync_world_size);
+  service_options.max_sync_ids = absl::GetFlag(FLAGS_max_sync_ids);
   service_options.stream_idle_timeout =
       std::chrono::seconds(absl::GetFlag(FLAGS_stream_idle_timeout_s));
   if (const std::string path = absl::GetFlag(FLAGS_auth_token_file);
@@ -228,20 +313,46 @@ int Run() {
     }
   }
 
+  MemoryRelease memory_release(absl::GetFlag(FLAGS_retain_freed_mb) < 0
+                                   ? -1
+                                   : absl::GetFlag(FLAGS_retain_freed_mb) << 20,
+                               metrics.memory_released_bytes);
+
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int grpc_port = 0;
   const std::string listen = absl::GetFlag(FLAGS_listen);
+  const bool guard = absl::GetFlag(FLAGS_http2_guard) && socket_guard::Active();
+  if (guard) {
+    socket_guard::CountCutsIn(metrics.connections_cut);
+    // A fixed port is guarded from the first connection; port 0 once known
+    // (below), before the port file tells anyone.
+    int port = 0;
+    if (absl::SimpleAtoi(listen.substr(listen.rfind(':') + 1), &port) &&
+        port > 0) {
+      socket_guard::GuardPort(port);
+    }
+  }
   builder.AddListeningPort(listen, *credentials, &grpc_port);
   builder.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
   builder.SetMaxSendMessageSize(absl::GetFlag(FLAGS_max_message_bytes));
+  // Threads, whatever the clients do: a call past them is refused
+  // ("Server Threadpool Exhausted"), not given a new thread.
+  grpc::ResourceQuota quota("grammard");
+  quota.SetMaxThreads(absl::GetFlag(FLAGS_max_rpc_threads));
+  builder.SetResourceQuota(quota);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             absl::GetFlag(FLAGS_http2_max_streams));
+  builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE,
+                             absl::GetFlag(FLAGS_max_metadata_bytes));
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || grpc_port == 0) {
     std::fprintf(stderr, "grammard: cannot listen on %s\n", listen.c_str());
     return 1;
   }
+  if (guard) socket_guard::GuardPort(grpc_port);
   server->GetHealthCheckService()->SetServingStatus(true);
   const std::string ports =
       absl::StrCat("grpc=", grpc_port, " metrics=", metrics_server.port());
@@ -264,13 +375,25 @@ int Run() {
   sigwait(&signals, &signal);
   std::printf("grammard: signal %d, shutting down\n", signal);
   std::fflush(stdout);
+  const auto grace =
+      std::chrono::milliseconds(absl::GetFlag(FLAGS_shutdown_grace_ms));
+  // Whatever still runs at the end of the grace period (a call the cancels
+  // below did not reach) does not keep the process.
+  std::thread([grace] {
+    std::this_thread::sleep_for(grace);
+    std::fprintf(stderr,
+                 "grammard: still shutting down after --shutdown_grace_ms; "
+                 "exiting\n");
+    std::_Exit(1);
+  }).detach();
   server->GetHealthCheckService()->SetServingStatus(false);
   service.BeginShutdown();
-  server->Shutdown(
-      std::chrono::system_clock::now() +
-      std::chrono::milliseconds(absl::GetFlag(FLAGS_shutdown_grace_ms)));
+  compiles.CancelAll();
+  // civetweb notices a stop only between its 2-second polls: in parallel.
+  std::thread stop_metrics([&] { metrics_server.Stop(); });
+  server->Shutdown(std::chrono::system_clock::now() + grace);
   server->Wait();
-  metrics_server.Stop();
+  stop_metrics.join();
   return 0;
 }
 

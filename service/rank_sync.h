@@ -9,7 +9,10 @@
 // before the others report fails the round for everyone (DeadlineExceeded
 // naming the missing ranks), and a rank arriving after that gets the same
 // error. Finished rounds are remembered for `retention` so late or repeated
-// reports get the round's outcome.
+// reports get the round's outcome, up to `max_rounds` rounds in all: past
+// that the oldest finished ones are forgotten first, and a new round is
+// ResourceExhausted while all are still waiting for ranks. A waiting call
+// whose client went away (`cancelled`) returns Cancelled within 100 ms.
 //
 // Cost: Join is O(ids reported) under one mutex, then a wait.
 // Thread-safety: every method may be called from any thread.
@@ -18,6 +21,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -47,14 +51,16 @@ class RankSync {
     std::vector<uint64_t> failed;  // sorted
   };
 
-  explicit RankSync(std::chrono::seconds retention = std::chrono::seconds(60))
-      : retention_(retention) {}
+  explicit RankSync(std::chrono::seconds retention = std::chrono::seconds(60),
+                    size_t max_rounds = 1024)
+      : retention_(retention), max_rounds_(max_rounds) {}
 
   // Reports and waits for the round's outcome until `deadline`.
   // InvalidArgument for a rank outside [0, world_size) or a world size
   // differing from the round's; AlreadyExists for a rank reporting twice.
-  absl::StatusOr<Agreement> Join(const Report& report,
-                                 Clock::time_point deadline);
+  absl::StatusOr<Agreement> Join(
+      const Report& report, Clock::time_point deadline,
+      const std::function<bool()>& cancelled = nullptr);
 
  private:
   struct Round {
@@ -71,11 +77,14 @@ class RankSync {
 
   void Finish(Round* round, absl::StatusOr<Agreement> outcome)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets finished rounds past their retention, and more, oldest first,
+  // while over max_rounds_.
   void ForgetOldRounds() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::chrono::seconds retention_;
+  const size_t max_rounds_;
   absl::Mutex mu_;
-  std::map<Key, std::unique_ptr<Round>> rounds_ ABSL_GUARDED_BY(mu_);
+  std::map<Key, std::shared_ptr<Round>> rounds_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace grammard::service

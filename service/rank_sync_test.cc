@@ -1,5 +1,6 @@
 #include "service/rank_sync.h"
 
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -91,6 +92,64 @@ TEST(RankSyncTest, GroupsAndRoundsAreIndependentAndBadReportsRefused) {
   EXPECT_EQ(sync.Join(Make("y", 1, 0, 2, {}), Clock::now()).status().code(),
             absl::StatusCode::kAlreadyExists);
   first.join();
+}
+
+// A waiting call whose caller went away returns within one wait slice.
+TEST(RankSyncTest, ACancelledCallerStopsWaiting) {
+  RankSync sync;
+  std::atomic<bool> gone{false};
+  std::thread leave([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    gone = true;
+  });
+  const auto start = Clock::now();
+  auto out =
+      sync.Join(Make("g", 1, 0, 2, {1}), Clock::now() + std::chrono::hours(24),
+                [&] { return gone.load(); });
+  leave.join();
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kCancelled) << out.status();
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(1));
+}
+
+// The ranks a timed-out round names are at most 16, then a count.
+TEST(RankSyncTest, MissingRanksAreNamedBoundedly) {
+  RankSync sync;
+  auto out = sync.Join(Make("g", 1, 0, 1000, {1}),
+                       Clock::now() + std::chrono::milliseconds(10));
+  ASSERT_EQ(out.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(out.status().message().find("rank(s) 1, 2, 3"), std::string::npos)
+      << out.status();
+  EXPECT_NE(out.status().message().find("and 983 more"), std::string::npos)
+      << out.status();
+  EXPECT_LT(out.status().message().size(), 200u);
+}
+
+// At most max_rounds rounds are kept: finished ones are forgotten oldest
+// first, and a new round is refused while all are waiting.
+TEST(RankSyncTest, RoundsAreBounded) {
+  RankSync sync(std::chrono::seconds(60), /*max_rounds=*/4);
+  for (uint64_t round = 0; round < 10; ++round) {
+    EXPECT_TRUE(sync.Join(Make("done", round, 0, 1, {1}),
+                          Clock::now() + std::chrono::seconds(1))
+                    .ok());
+  }
+  std::vector<std::thread> waiting;
+  std::atomic<int> released{0};
+  for (uint64_t round = 0; round < 4; ++round) {
+    waiting.emplace_back([&, round] {
+      auto timed_out = sync.Join(Make("wait", round, 0, 2, {1}),
+                                 Clock::now() + std::chrono::seconds(1));
+      EXPECT_EQ(timed_out.status().code(), absl::StatusCode::kDeadlineExceeded);
+      ++released;
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto refused = sync.Join(Make("wait", 99, 0, 2, {1}),
+                           Clock::now() + std::chrono::seconds(1));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted)
+      << refused.status();
+  for (auto& t : waiting) t.join();
+  EXPECT_EQ(released.load(), 4);
 }
 
 }  // namespace

@@ -7,12 +7,43 @@
 namespace grammard::service {
 
 Sequence::Sequence(uint64_t id, grammar::CompiledGrammar grammar,
-                   const ReasoningOptions& reasoning)
+                   const ReasoningOptions& reasoning,
+                   const SequenceLimits& limits)
     : id_(id),
       matcher_(std::move(grammar)),
       key_owner_(matcher_.grammar().KeepAlive()),
       reasoning_(reasoning),
-      thinking_(reasoning.enabled) {}
+      limits_(limits),
+      thinking_(reasoning.enabled) {
+  // The matcher's start counts as well; a few hundred bytes, never refused.
+  if (limits_.memory != nullptr) {
+    charged_ = static_cast<int64_t>(matcher_.MemoryBytes());
+    limits_.memory->Charge(charged_);
+  }
+}
+
+Sequence::~Sequence() {
+  if (limits_.memory != nullptr) limits_.memory->Release(charged_);
+}
+
+int64_t Sequence::held_tokens() const {
+  return (reasoning_.enabled ? thinking_tokens_ + (thinking_ ? 0 : 1) : 0) +
+         (thinking_ ? 0 : matcher_.num_accepted());
+}
+
+absl::Status Sequence::ChargeGrowth() {
+  if (limits_.memory == nullptr) return absl::OkStatus();
+  const int64_t now = static_cast<int64_t>(matcher_.MemoryBytes());
+  if (now <= charged_) return absl::OkStatus();
+  if (!limits_.memory->TryCharge(now - charged_)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the daemon's sequences hold ", limits_.memory->used() >> 20,
+        " MB, its limit (--max_sequence_memory_mb is ",
+        limits_.memory->limit() >> 20, ")"));
+  }
+  charged_ = now;
+  return absl::OkStatus();
+}
 
 int32_t Sequence::vocab_size() const {
   return matcher_.grammar().vocabulary().size();
@@ -40,9 +71,7 @@ absl::Status Sequence::RollbackTokens(int32_t k) {
     return absl::InvalidArgumentError(
         absl::StrCat("rollback of ", k, " tokens"));
   }
-  const int32_t accepted =
-      (reasoning_.enabled ? thinking_tokens_ + (thinking_ ? 0 : 1) : 0) +
-      (thinking_ ? 0 : matcher_.num_accepted());
+  const int64_t accepted = held_tokens();
   if (k > accepted) {
     return absl::InvalidArgumentError(absl::StrCat(
         "rollback of ", k, " tokens but only ", accepted, " were accepted"));
@@ -68,11 +97,24 @@ absl::Status Sequence::Advance(int32_t rollback,
           absl::StrCat("sequence ", id_, ": ", s.message()));
     }
   }
+  if (limits_.max_tokens > 0 &&
+      held_tokens() + static_cast<int64_t>(tokens.size()) >
+          limits_.max_tokens) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "sequence ", id_, ": ", tokens.size(), " accepted_tokens on top of ",
+        held_tokens(), " held; a sequence holds at most ", limits_.max_tokens,
+        " (--max_sequence_tokens)"));
+  }
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (absl::Status s = AcceptOne(tokens[i]); !s.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("sequence ", id_, ": accepted token ", i, " (id ",
                        tokens[i], ") refused: ", s.message()));
+    }
+    if (absl::Status s = ChargeGrowth(); !s.ok()) {
+      return absl::Status(
+          s.code(), absl::StrCat("sequence ", id_, ": accepted token ", i, ": ",
+                                 s.message()));
     }
   }
   return absl::OkStatus();

@@ -140,5 +140,39 @@ TEST_F(SequenceTest, DraftsCrossingThinkEnd) {
   EXPECT_EQ(Mask(seq).size(), 7u);
 }
 
+// A sequence holds at most max_tokens tokens; the step that would pass the
+// limit is refused before any of its tokens is read.
+TEST_F(SequenceTest, TokensPastTheLimitAreRefused) {
+  SequenceLimits limits;
+  limits.max_tokens = 4;
+  Sequence seq(1, *grammar_, {}, limits);
+  ASSERT_TRUE(seq.Advance(0, {3, 0, 1}).ok());
+  const absl::Status s = seq.Advance(0, {0, 1});
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_NE(s.message().find("--max_sequence_tokens"), std::string::npos) << s;
+  EXPECT_EQ(Mask(seq), Ids({0, 2, 4}));  // nothing of it was accepted
+  EXPECT_TRUE(seq.Advance(0, {0}).ok());
+}
+
+// Every sequence's matcher is charged to one budget: growth past it fails
+// the step, and a closed sequence gives back all it held.
+TEST_F(SequenceTest, MatcherMemoryIsChargedToTheBudget) {
+  ByteBudget budget(16 << 10);
+  SequenceLimits limits;
+  limits.memory = &budget;
+  {
+    Sequence seq(1, *grammar_, {}, limits);
+    EXPECT_GT(budget.used(), 0);
+    std::vector<int32_t> tokens = {3};
+    for (int i = 0; i < 2000; ++i) tokens.push_back(2);  // "ab" each
+    const absl::Status s = seq.Advance(0, tokens);
+    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+    EXPECT_NE(s.message().find("--max_sequence_memory_mb"), std::string::npos)
+        << s;
+    EXPECT_LE(budget.used(), budget.limit());
+  }
+  EXPECT_EQ(budget.used(), 0);
+}
+
 }  // namespace
 }  // namespace grammard::service

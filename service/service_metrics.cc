@@ -93,6 +93,29 @@ ServiceMetrics::ServiceMetrics(metrics::Registry* r) {
       "Time to advance one sequence and fill its mask rows (those its key "
       "does not settle) in one step.",
       fill_bounds));
+  sequence_memory_bytes = Must(r->AddGauge(
+      "grammard_sequence_memory_bytes",
+      "Bytes the open sequences' matchers hold (--max_sequence_memory_mb)."));
+  compile_queue_bytes = Must(r->AddGauge(
+      "grammard_compile_queue_bytes",
+      "Bytes of constraints queued or compiling (--compile_queue_bytes)."));
+  memory_released_bytes = Must(r->AddCounter(
+      "grammard_memory_released_bytes_total",
+      "Freed memory handed back to the system (--retain_freed_mb)."));
+  connections_cut = Must(r->AddCounterFamily(
+      "grammard_connections_cut_total",
+      "Client connections cut for abusing HTTP/2, by reason (rapid_reset, "
+      "endless_headers, settings_flood, connection_flood).",
+      {"reason"}));
+  streams_cut_ = Must(r->AddCounterFamily(
+      "grammard_streams_cut_total",
+      "Decode streams the daemon ended, by reason (unread_replies, idle, "
+      "stuck_write).",
+      {"reason"}));
+  // Present from the start (at 0), so that their rates read 0, not nothing.
+  for (const char* reason : {"unread_replies", "idle", "stuck_write"}) {
+    Must(streams_cut_->WithLabels({reason}));
+  }
   errors_ = Must(r->AddCounterFamily(
       "grammard_errors_total",
       "Errors returned to clients, per RPC or per sequence, by gRPC code.",
@@ -113,6 +136,10 @@ ServiceMetrics::ServiceMetrics(metrics::Registry* r) {
 
 void ServiceMetrics::CountError(absl::StatusCode code) {
   Must(errors_->WithLabels({absl::StatusCodeToString(code)}))->Increment();
+}
+
+void ServiceMetrics::CountStreamCut(std::string_view reason) {
+  Must(streams_cut_->WithLabels({reason}))->Increment();
 }
 
 metrics::Histogram* ServiceMetrics::CompileSeconds(std::string_view kind) {

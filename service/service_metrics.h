@@ -25,6 +25,10 @@ struct ServiceMetrics {
   // grammard_errors_total{code}: statuses returned to clients, per RPC or
   // per sequence.
   void CountError(absl::StatusCode code);
+  // grammard_streams_cut_total{reason}: Decode streams the daemon ended
+  // ("unread_replies": its client stopped reading; "idle": no message for
+  // --stream_idle_timeout_s; "stuck_write": a reply unread for as long).
+  void CountStreamCut(std::string_view reason);
   // The compile histogram for a constraint kind ("json_schema", ...).
   metrics::Histogram* CompileSeconds(std::string_view kind);
   // Counts a row sent in `encoding` taking `bytes` on the wire.
@@ -53,10 +57,19 @@ struct ServiceMetrics {
   metrics::Counter* steps;
   metrics::Histogram* step_seconds;
   metrics::Histogram* mask_fill_seconds;
+  // Bytes held against the daemon's budgets (service/byte_budget.h).
+  metrics::Gauge* sequence_memory_bytes;
+  metrics::Gauge* compile_queue_bytes;
+  // Freed memory handed back to the system (service/memory_release.h).
+  metrics::Counter* memory_released_bytes;
+  // grammard_connections_cut_total{reason}: client connections the HTTP/2
+  // guard cut (service/socket_guard.h).
+  metrics::CounterFamily* connections_cut;
 
  private:
   metrics::HistogramFamily* compile_seconds_;
   metrics::CounterFamily* errors_;
+  metrics::CounterFamily* streams_cut_;
   // By proto::MaskEncoding.
   std::array<metrics::Counter*, proto::kNumMaskEncodings> mask_rows_;
   std::array<metrics::Counter*, proto::kNumMaskEncodings> mask_bytes_;

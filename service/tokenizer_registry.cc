@@ -46,7 +46,7 @@ absl::Status TokenizerRegistry::LoadDirectory(const std::string& dir) {
                           absl::StrCat("tokenizer folder ", dir, "/", name,
                                        ": ", vocab.status().message()));
     }
-    auto added = Add(*std::move(vocab));
+    auto added = Add(*std::move(vocab), /*uploaded=*/false);
     if (!added.ok()) return added.status();
   }
   return absl::OkStatus();
@@ -59,6 +59,15 @@ TokenizerRegistry::Register(std::string_view tokenizer_json,
   if (options.name.empty()) {
     return absl::InvalidArgumentError("tokenizer: a name is required");
   }
+  {
+    absl::MutexLock lock(&mu_);
+    if (by_name_.count(options.name) == 0) {
+      if (absl::Status s = CheckRoom(false); !s.ok()) return s;
+    }
+  }
+  // Parsing a tokenizer.json takes memory several times its size: one at a
+  // time.
+  absl::MutexLock upload(&upload_mu_);
   auto vocab = grammar::Vocabulary::FromJson(tokenizer_json,
                                              tokenizer_config_json, options);
   if (!vocab.ok()) {
@@ -66,11 +75,52 @@ TokenizerRegistry::Register(std::string_view tokenizer_json,
                         absl::StrCat("tokenizer ", options.name, ": ",
                                      vocab.status().message()));
   }
-  return Add(*std::move(vocab));
+  return Add(*std::move(vocab), /*uploaded=*/true);
+}
+
+absl::Status TokenizerRegistry::CheckRoom(bool new_vocabulary) const {
+  if (static_cast<int>(uploaded_names_.size()) >= limits_.max_names) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "tokenizer: ", uploaded_names_.size(),
+        " names registered already (--max_tokenizer_names); unregister one "
+        "first"));
+  }
+  if (new_vocabulary &&
+      static_cast<int>(uploaded_vocabularies_.size()) >= limits_.max_uploads) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "tokenizer: ", uploaded_vocabularies_.size(),
+        " vocabularies uploaded already (--max_uploaded_tokenizers); "
+        "unregister one first"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TokenizerRegistry::Unregister(std::string_view name) {
+  absl::MutexLock lock(&mu_);
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("unknown tokenizer \"", std::string(name), "\""));
+  }
+  auto uploaded = uploaded_names_.find(name);
+  if (uploaded == uploaded_names_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "tokenizer \"", std::string(name),
+        "\" was loaded from --tokenizer_dir; only uploads can be removed"));
+  }
+  const std::string fingerprint = it->second->vocab->fingerprint();
+  by_name_.erase(it);
+  uploaded_names_.erase(uploaded);
+  for (const auto& [other, entry] : by_name_) {
+    if (entry->vocab->fingerprint() == fingerprint) return absl::OkStatus();
+  }
+  by_fingerprint_.erase(fingerprint);
+  uploaded_vocabularies_.erase(fingerprint);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<const TokenizerEntry>> TokenizerRegistry::Add(
-    std::shared_ptr<const grammar::Vocabulary> vocab) {
+    std::shared_ptr<const grammar::Vocabulary> vocab, bool uploaded) {
   const std::string name = vocab->name();
   {
     absl::MutexLock lock(&mu_);
@@ -84,8 +134,15 @@ absl::StatusOr<std::shared_ptr<const TokenizerEntry>> TokenizerRegistry::Add(
     }
     auto same = by_fingerprint_.find(vocab->fingerprint());
     if (same != by_fingerprint_.end()) {
+      if (uploaded) {
+        if (absl::Status s = CheckRoom(false); !s.ok()) return s;
+        uploaded_names_.insert(name);
+      }
       by_name_[name] = same->second;
       return same->second;
+    }
+    if (uploaded) {
+      if (absl::Status s = CheckRoom(true); !s.ok()) return s;
     }
   }
   // Indexing takes a while; do it outside the lock.
@@ -103,6 +160,10 @@ absl::StatusOr<std::shared_ptr<const TokenizerEntry>> TokenizerRegistry::Add(
     return it->second;
   }
   by_fingerprint_.emplace(entry->vocab->fingerprint(), entry);
+  if (uploaded) {
+    uploaded_names_.insert(name);
+    uploaded_vocabularies_.insert(entry->vocab->fingerprint());
+  }
   return std::shared_ptr<const TokenizerEntry>(entry);
 }
 
@@ -113,11 +174,20 @@ absl::StatusOr<std::shared_ptr<const TokenizerEntry>> TokenizerRegistry::Find(
   if (it != by_name_.end()) return it->second;
   it = by_fingerprint_.find(name_or_fingerprint);
   if (it != by_fingerprint_.end()) return it->second;
+  // A few names, whatever was registered.
+  constexpr size_t kShownNames = 16;
   std::vector<std::string> names;
-  for (const auto& [name, entry] : by_name_) names.push_back(name);
+  for (const auto& [name, entry] : by_name_) {
+    if (names.size() == kShownNames) break;
+    names.push_back(name);
+  }
+  std::string known = names.empty() ? "none" : absl::StrJoin(names, ", ");
+  if (by_name_.size() > names.size()) {
+    absl::StrAppend(&known, " and ", by_name_.size() - names.size(), " more");
+  }
   return absl::NotFoundError(absl::StrCat(
-      "unknown tokenizer \"", std::string(name_or_fingerprint),
-      "\" (known: ", names.empty() ? "none" : absl::StrJoin(names, ", "), ")"));
+      "unknown tokenizer \"", std::string(name_or_fingerprint.substr(0, 128)),
+      "\" (known: ", known, ")"));
 }
 
 std::vector<std::pair<std::string, std::shared_ptr<const TokenizerEntry>>>

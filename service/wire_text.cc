@@ -15,6 +15,16 @@ absl::Status CheckUtf8(std::string_view value, std::string_view field) {
                    value.size(), ")"));
 }
 
+absl::Status CheckName(std::string_view value, std::string_view field,
+                       size_t max_bytes) {
+  if (value.size() > max_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(field), " is ", value.size(),
+                     " bytes long; at most ", max_bytes));
+  }
+  return CheckUtf8(value, field);
+}
+
 absl::Status CheckConstraintUtf8(const grammard::v1::Constraint& constraint) {
   using grammard::v1::Constraint;
   absl::Status s;

@@ -31,5 +31,15 @@ TEST(WireTextTest, EveryTextFieldOfAConstraintIsChecked) {
             std::string::npos);
 }
 
+// Names and ids have a length limit, said with the field, and must be UTF-8.
+TEST(WireTextTest, NamesAreBoundedAndUtf8) {
+  EXPECT_TRUE(CheckName("llama3", "tokenizer", 128).ok());
+  const absl::Status long_name =
+      CheckName(std::string(60000, 'n'), "tokenizer", 128);
+  EXPECT_EQ(long_name.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(long_name.message(), "tokenizer is 60000 bytes long; at most 128");
+  EXPECT_FALSE(CheckName("\xFF", "tokenizer", 128).ok());
+}
+
 }  // namespace
 }  // namespace grammard::service

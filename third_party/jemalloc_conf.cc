@@ -17,7 +17,9 @@
 //   of 38-45 ms.
 // The price: resident memory stays at its high-water mark (MaskBench 468 MB
 // instead of 216 MB), bounded by the compile pool's threads times the
-// largest compile (CompileOptions::max_states). A daemon levels off there:
+// largest compile (CompileOptions::max_states). The daemon bounds it: past
+// --retain_freed_mb of freed pages it hands them all back
+// (service/memory_release.h). A daemon levels off there:
 // the 2-minute soak (tests/load) stayed at 315 MB from its first minute on,
 // where with decay it wandered between 220 and 260 MB, and it ran 46% more
 // sequences (step p99 6.8 ms instead of 11.4). A sidecar whose memory

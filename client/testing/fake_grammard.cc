@@ -110,6 +110,13 @@ class FakeGrammard::Service final : public v1::Grammard::Service {
   void Step(const v1::Step& step, Sequences* sequences,
             v1::StepResult* result) {
     result->set_step_id(step.step_id());
+    if (step.sequences_size() > kMaxStepSequences) {
+      SetError(absl::StatusCode::kResourceExhausted,
+               absl::StrCat("step lists ", step.sequences_size(),
+                            " sequences; at most ", kMaxStepSequences),
+               result->mutable_error());
+      return;
+    }
     std::vector<std::vector<uint32_t>> rows;  // every row so far, in order
     for (const v1::SequenceStep& s : step.sequences()) {
       v1::SequenceResult* r = result->add_sequences();

@@ -32,6 +32,9 @@ class FakeGrammard {
   static constexpr int32_t kEos = kVocabSize - 1;
   static constexpr char kTokenizer[] = "fake";
   static constexpr char kFingerprint[] = "fake-fingerprint";
+  // A step listing more sequences is refused as a whole (StepResult.error),
+  // as grammard refuses one past --max_sequences_per_stream.
+  static constexpr int kMaxStepSequences = 16;
 
   // Serves on 127.0.0.1:port (0: a port the kernel picks); null if it
   // cannot bind.

@@ -100,14 +100,17 @@ absl::Status MetricsServer::Start(std::string_view address) {
 
   const std::string listening_ports(address);
   const std::string threads = std::to_string(kWorkerThreads);
-  // request_timeout_ms: a stalled client must not hold one of the few
-  // workers for long.
+  // A worker waits for its connection's request at most
+  // kRequestTimeoutMs: an idle connection must not hold one of the few
+  // workers for long (with 2 workers and 10 s, two idle connections made
+  // every scrape fail).
+  const std::string timeout = std::to_string(kRequestTimeoutMs);
   const char* options[] = {"listening_ports",
                            listening_ports.c_str(),
                            "num_threads",
                            threads.c_str(),
                            "request_timeout_ms",
-                           "10000",
+                           timeout.c_str(),
                            nullptr};
   mg_callbacks callbacks;
   std::memset(&callbacks, 0, sizeof(callbacks));

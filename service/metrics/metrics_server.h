@@ -27,9 +27,13 @@ namespace grammard::metrics {
 
 class MetricsServer {
  public:
-  // Enough for a couple of Prometheus replicas and a person with curl; a
-  // sidecar on a few cores should not hold civetweb's default 50 threads.
-  static constexpr int kWorkerThreads = 2;
+  // Enough for a couple of Prometheus replicas, a person with curl and a
+  // few idle connections (each holds a worker for up to kRequestTimeoutMs);
+  // a sidecar on a few cores should not hold civetweb's default 50 threads.
+  static constexpr int kWorkerThreads = 8;
+  // How long a worker waits for a connection's request: a scrape's arrives
+  // at once.
+  static constexpr int kRequestTimeoutMs = 1000;
 
   // `registry` must outlive the server.
   explicit MetricsServer(const Registry* registry);

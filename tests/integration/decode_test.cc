@@ -869,7 +869,12 @@ TEST(DaemonTest, IdleStreamsAreCancelled) {
   v1::DecodeResponse response;
   while (rw->Read(&response)) {
   }
-  EXPECT_EQ(rw->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  // Cut off with a status that says why.
+  const grpc::Status status = rw->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_NE(status.error_message().find("--stream_idle_timeout_s"),
+            std::string::npos)
+      << status.error_message();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
   EXPECT_TRUE(ReclaimedWithin(*daemon, std::chrono::seconds(5)));
 }
