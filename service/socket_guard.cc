@@ -12,28 +12,33 @@
 
 #include "service/http2_guard.h"
 
+// The sanitizers' runtimes hook the same functions: their builds go
+// without ours.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define GRAMMARD_SOCKET_HOOKS 0
+#else
+#define GRAMMARD_SOCKET_HOOKS 1
+#endif
+
 namespace grammard::service::socket_guard {
 namespace {
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kHooked = false;
-#else
-constexpr bool kHooked = true;
-#endif
 
 // Descriptors past this go unguarded (the daemon's limit on open files is
 // far below it).
 constexpr int kMaxFds = 1 << 16;
 constexpr int kMaxPorts = 4;
 
+#if GRAMMARD_SOCKET_HOOKS
 // Per descriptor: its guard (made on first use, reused by later
 // connections on the same number, never freed, so that a read racing a
 // close never touches freed memory) and whether it is watched.
 std::atomic<Http2Guard*> guards[kMaxFds];
 std::atomic<bool> watched[kMaxFds];
+#endif
 std::atomic<int> ports[kMaxPorts];
 std::atomic<int> num_ports{0};
 
+#if GRAMMARD_SOCKET_HOOKS
 // Resets over all guarded connections (see http2_guard.h).
 RateLimit shared_resets(Http2Guard::kSharedResetBurst,
                         Http2Guard::kSharedResetsPerSecond);
@@ -45,12 +50,15 @@ constexpr double kAcceptBurst = 256;
 constexpr double kAcceptsPerSecond = 128;
 RateLimit accepts(kAcceptBurst, kAcceptsPerSecond);
 
+#endif
+
 // Where cuts are counted: by verdict, and the connection flood last.
 constexpr int kNumVerdicts = 5;
 constexpr int kConnectionFlood = kNumVerdicts;
 std::atomic<metrics::Counter*> counters[kNumVerdicts + 1];
 std::atomic<int64_t> cuts{0};
 
+#if GRAMMARD_SOCKET_HOOKS
 void CountCut(int which) {
   cuts.fetch_add(1, std::memory_order_relaxed);
   if (metrics::Counter* c = counters[which].load(std::memory_order_acquire)) {
@@ -115,9 +123,11 @@ bool Judge(int fd, const msghdr* msg, size_t n) {
   return false;
 }
 
+#endif
+
 }  // namespace
 
-bool Active() { return kHooked; }
+bool Active() { return GRAMMARD_SOCKET_HOOKS; }
 
 void GuardPort(int port) {
   const int n = num_ports.load(std::memory_order_acquire);
@@ -146,7 +156,7 @@ int64_t Cuts() { return cuts.load(std::memory_order_relaxed); }
 
 }  // namespace grammard::service::socket_guard
 
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if GRAMMARD_SOCKET_HOOKS
 
 // The hooks (see the header). Each makes its system call directly.
 namespace gs = grammard::service::socket_guard;
