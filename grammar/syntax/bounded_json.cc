@@ -81,6 +81,12 @@ absl::StatusOr<nlohmann::ordered_json> ParseBoundedJson(std::string_view text,
     return nlohmann::ordered_json::parse(text.begin(), text.end());
   } catch (const nlohmann::ordered_json::parse_error& e) {
     return NotJson(text, e.byte, e.what());
+  } catch (const nlohmann::ordered_json::out_of_range&) {
+    // Only a number past a double's range gets here; nlohmann's message
+    // quotes the number (any length) and not where it is.
+    return absl::InvalidArgumentError(
+        "not valid JSON: number overflow (a number beyond the range of a "
+        "double)");
   }
 }
 
