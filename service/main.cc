@@ -19,11 +19,13 @@
 #include <string>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
@@ -213,7 +215,40 @@ absl::StatusOr<std::unique_ptr<RedisTier>> MakeRedisTier(
   return std::make_unique<RedisTier>(o, metrics);
 }
 
+// Ends the process if shutting down (from the signal to the last destructor
+// of Run, where it is declared first) outlasts the grace period. A stop that
+// completes disarms it, so that what runs after Run (a sanitizer's leak
+// check) is not cut short.
+class ShutdownWatchdog {
+ public:
+  void Arm(std::chrono::milliseconds grace) {
+    thread_ = std::thread([this, grace] {
+      absl::MutexLock lock(&mu_);
+      if (!mu_.AwaitWithTimeout(absl::Condition(&done_),
+                                absl::FromChrono(grace))) {
+        std::fprintf(stderr,
+                     "grammard: still shutting down after "
+                     "--shutdown_grace_ms; exiting\n");
+        std::_Exit(1);
+      }
+    });
+  }
+  ~ShutdownWatchdog() {
+    {
+      absl::MutexLock lock(&mu_);
+      done_ = true;
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
 int Run() {
+  ShutdownWatchdog watchdog;
   TokenizerRegistry::Limits registry_limits;
   registry_limits.max_names = absl::GetFlag(FLAGS_max_tokenizer_names);
   registry_limits.max_uploads = absl::GetFlag(FLAGS_max_uploaded_tokenizers);
@@ -377,15 +412,7 @@ int Run() {
   std::fflush(stdout);
   const auto grace =
       std::chrono::milliseconds(absl::GetFlag(FLAGS_shutdown_grace_ms));
-  // Whatever still runs at the end of the grace period (a call the cancels
-  // below did not reach) does not keep the process.
-  std::thread([grace] {
-    std::this_thread::sleep_for(grace);
-    std::fprintf(stderr,
-                 "grammard: still shutting down after --shutdown_grace_ms; "
-                 "exiting\n");
-    std::_Exit(1);
-  }).detach();
+  watchdog.Arm(grace);
   server->GetHealthCheckService()->SetServingStatus(false);
   service.BeginShutdown();
   compiles.CancelAll();
