@@ -352,6 +352,55 @@ absl::Status Client::Close(uint64_t sequence_id) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<CompileOutcome> Client::Compile(
+    const v1::Constraint& constraint, bool wait,
+    std::chrono::milliseconds timeout) const {
+  if (timeout.count() <= 0) timeout = options_.step_timeout;
+  v1::CompileRequest request;
+  request.set_tokenizer(fingerprint_);
+  *request.mutable_constraint() = constraint;
+  request.set_wait(wait);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + timeout);
+  v1::CompileResponse response;
+  const grpc::Status s = stub_->Compile(&context, request, &response);
+  if (!s.ok()) return FromGrpc(s, "Compile");
+  CompileOutcome out;
+  out.grammar_id = response.grammar_id();
+  switch (response.state()) {
+    case v1::GRAMMAR_STATE_READY:
+      out.state = GrammarState::kReady;
+      break;
+    case v1::GRAMMAR_STATE_FAILED:
+      out.state = GrammarState::kFailed;
+      out.error = FromWire(response.error());
+      break;
+    default:
+      out.state = GrammarState::kCompiling;
+      break;
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<TokenizerInfo>> Client::ListTokenizers(
+    std::chrono::milliseconds timeout) const {
+  if (timeout.count() <= 0) timeout = options_.step_timeout;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + timeout);
+  v1::ListTokenizersResponse response;
+  const grpc::Status s =
+      stub_->ListTokenizers(&context, v1::ListTokenizersRequest(), &response);
+  if (!s.ok()) return FromGrpc(s, "ListTokenizers");
+  std::vector<TokenizerInfo> out;
+  for (const v1::Tokenizer& t : response.tokenizers()) {
+    out.push_back({t.name(),
+                   t.fingerprint(),
+                   t.vocab_size(),
+                   {t.eos_token_ids().begin(), t.eos_token_ids().end()}});
+  }
+  return out;
+}
+
 absl::StatusOr<SequenceState> Client::State(uint64_t sequence_id) const {
   absl::MutexLock lock(&mu_);
   auto it = sequences_.find(sequence_id);
@@ -490,12 +539,28 @@ absl::Status Client::WaitMasksLocked(const MaskBuffer& out,
                                      std::chrono::milliseconds timeout) {
   if (!pending_) return absl::FailedPreconditionError("no step in flight");
   if (out.words == nullptr || out.row_stride < words_per_row() ||
-      out.capacity_rows < pending_->total_rows) {
+      (out.rows == nullptr && out.capacity_rows < pending_->total_rows)) {
     return absl::InvalidArgumentError(
         absl::StrCat("mask buffer of ", out.capacity_rows, " rows of stride ",
                      out.row_stride, (out.words == nullptr ? " (null)" : ""),
                      " for a step of ", pending_->total_rows, " rows of ",
                      words_per_row(), " words"));
+  }
+  if (out.rows != nullptr) {
+    // Distinct rows: a row repeated later in the step is copied from where
+    // the first one was written, which must still hold it.
+    std::vector<bool> taken(static_cast<size_t>(out.capacity_rows));
+    for (int64_t r = 0; r < pending_->total_rows; ++r) {
+      const int64_t to = out.rows[r];
+      if (to < 0 || to >= out.capacity_rows || taken[static_cast<size_t>(to)]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "row map: step row ", r, " goes to row ", to, " of a buffer of ",
+            out.capacity_rows,
+            to >= 0 && to < out.capacity_rows ? " that another row takes"
+                                              : ""));
+      }
+      taken[static_cast<size_t>(to)] = true;
+    }
   }
   if (timeout.count() <= 0) timeout = options_.step_timeout;
   const auto start = Clock::now();
@@ -577,21 +642,22 @@ void Client::FinishStep(const v1::StepResult& reply, const MaskBuffer& out,
       r.status = FromWire(sr.error());
       continue;
     }
-    uint32_t* first = out.words + r.first_row * out.row_stride;
-    int64_t stride = out.row_stride;
+    // Where row k of the sequence goes: its place in the buffer, or, for a
+    // reply of the wrong shape, scratch (its rows may still be referred to).
+    uint32_t* scratch = nullptr;
     if (sr.sequence_id() != r.sequence_id || sr.rows_size() != r.num_rows) {
       r.status = absl::InternalError(absl::StrCat(
           "sequence ", r.sequence_id, ": the reply has ", sr.rows_size(),
           " rows of sequence ", sr.sequence_id(), " for ", r.num_rows));
-      first = misshapen
-                  .emplace_back(
-                      static_cast<size_t>(sr.rows_size() * words_per_row()))
-                  .data();
-      stride = words_per_row();
+      scratch = misshapen
+                    .emplace_back(
+                        static_cast<size_t>(sr.rows_size() * words_per_row()))
+                    .data();
     }
     for (int k = 0; k < sr.rows_size(); ++k) {
-      absl::Status decoded =
-          decoder.Next(sr.rows(k), vocab_size_, first + k * stride);
+      uint32_t* row = scratch != nullptr ? scratch + k * words_per_row()
+                                         : out.Row(r.first_row + k);
+      absl::Status decoded = decoder.Next(sr.rows(k), vocab_size_, row);
       if (r.status.ok()) r.status = decoded;
     }
     if (r.status.ok()) {
@@ -606,9 +672,8 @@ void Client::FinishStep(const v1::StepResult& reply, const MaskBuffer& out,
   for (size_t i = 0; i < p.ids.size(); ++i) {
     const SequenceMasks& r = (*results)[i];
     if (!r.status.ok()) {
-      for (int k = 0; k < r.num_rows; ++k) {
-        FillAllAllowed(out.words + (r.first_row + k) * out.row_stride);
-      }
+      for (int k = 0; k < r.num_rows; ++k)
+        FillAllAllowed(out.Row(r.first_row + k));
     }
     const int w = p.wire_index[i];
     auto it = sequences_.find(r.sequence_id);

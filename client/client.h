@@ -150,11 +150,35 @@ struct SequenceMasks {
   std::vector<int32_t> jump_forward_tokens;
 };
 
-// Where WaitMasks writes: row r (in batch order) at words + r * row_stride.
+// Where WaitMasks writes: row r of the step (in batch order) at words +
+// rows[r] * row_stride, or at words + r * row_stride when rows is null. A
+// row map lets a batch land straight in an engine's own row order (vLLM's
+// bitmask, say), with no copy.
 struct MaskBuffer {
   uint32_t* words = nullptr;
   int64_t row_stride = 0;  // in words, >= words_per_row()
   int64_t capacity_rows = 0;
+  // Null, or PendingRows() distinct entries in [0, capacity_rows).
+  const int64_t* rows = nullptr;
+
+  uint32_t* Row(int64_t r) const {
+    return words + (rows != nullptr ? rows[r] : r) * row_stride;
+  }
+};
+
+// A Compile call's outcome (Client::Compile).
+struct CompileOutcome {
+  std::string grammar_id;
+  GrammarState state = GrammarState::kCompiling;
+  absl::Status error;  // set when kFailed
+};
+
+// One tokenizer the daemon serves (Client::ListTokenizers).
+struct TokenizerInfo {
+  std::string name;
+  std::string fingerprint;
+  int32_t vocab_size = 0;
+  std::vector<int32_t> eos_token_ids;
 };
 
 class Client {
@@ -191,6 +215,18 @@ class Client {
                     const SequenceOptions& options = {});
   // NOT_FOUND for an id not open.
   absl::Status Close(uint64_t sequence_id);
+
+  // Compiles a constraint for this client's tokenizer with a unary call of
+  // its own, so that the daemon (and its fleet's cache) has it before a
+  // sequence opens with it; with `wait`, until it is ready or failed (or
+  // `timeout`, 0: options.step_timeout). Never touches the stream: a step
+  // in flight goes on meanwhile.
+  absl::StatusOr<CompileOutcome> Compile(
+      const grammard::v1::Constraint& constraint, bool wait,
+      std::chrono::milliseconds timeout = {}) const;
+  // The tokenizers the daemon serves.
+  absl::StatusOr<std::vector<TokenizerInfo>> ListTokenizers(
+      std::chrono::milliseconds timeout = {}) const;
 
   // Never blocks. NOT_FOUND for an id not open.
   absl::StatusOr<SequenceState> State(uint64_t sequence_id) const;

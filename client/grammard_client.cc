@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <new>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "client/client.h"
 #include "client/cuda_mask_applier.h"
 #include "client/rank_exchange.h"
@@ -70,11 +72,71 @@ absl::StatusOr<grammard::gpu::LogitsView> Logits(void* data, int32_t dtype,
 
 absl::Status Open(grammard_client* c, uint64_t id,
                   const grammard::v1::Constraint& constraint,
-                  int32_t think_end_token) {
+                  int32_t think_end_token, bool jump_forward = false) {
   gc::SequenceOptions options;
   options.reasoning = think_end_token >= 0;
   options.think_end_token = think_end_token;
+  options.jump_forward = jump_forward;
   return c->client->Open(id, constraint, options);
+}
+
+absl::StatusOr<grammard::v1::Constraint> ParseConstraint(const void* data,
+                                                         size_t size) {
+  grammard::v1::Constraint c;
+  if (size > static_cast<size_t>(INT32_MAX) ||
+      !c.ParseFromArray(data, static_cast<int>(size))) {
+    return absl::InvalidArgumentError(
+        "the constraint is not a serialized grammard.v1.Constraint");
+  }
+  return c;
+}
+
+// Copies `text` into `out` (capacity bytes, NUL-terminated, cut to fit).
+void CopyText(const std::string& text, char* out, size_t capacity) {
+  if (out == nullptr || capacity == 0) return;
+  const size_t n = std::min(text.size(), capacity - 1);
+  std::copy(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(n), out);
+  out[n] = '\0';
+}
+
+// A JSON string literal of `s` (names and fingerprints: UTF-8 checked by
+// the daemon).
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+// Masking without a client (grammard_apply_mask_*): the views, or why not.
+absl::Status MaskViews(void* logits, int32_t dtype, int64_t rows, int64_t vocab,
+                       int64_t row_stride, const uint32_t* mask,
+                       int64_t mask_rows, int64_t words_per_row,
+                       int64_t mask_row_stride, int64_t mask_vocab,
+                       const int32_t* indices,
+                       grammard::gpu::LogitsView* logits_view,
+                       grammard::gpu::TokenMaskView* mask_view) {
+  auto view = Logits(logits, dtype, rows, vocab, row_stride);
+  if (!view.ok()) return view.status();
+  *logits_view = *view;
+  *mask_view = grammard::gpu::TokenMaskView{
+      mask, mask_rows, words_per_row, mask_row_stride, mask_vocab, indices};
+  return absl::OkStatus();
+}
+
+int32_t ReportTo(const absl::Status& status, char* error, size_t capacity) {
+  CopyText(std::string(status.message()), error, capacity);
+  return static_cast<int32_t>(status.code());
 }
 
 }  // namespace
@@ -131,6 +193,41 @@ int32_t grammard_client_words_per_row(const grammard_client* client) {
                                              : 0;
 }
 
+int64_t grammard_client_eos_token_ids(const grammard_client* client,
+                                      int32_t* ids, int64_t capacity) {
+  if (client == nullptr || !client->client) return 0;
+  const std::vector<int32_t>& eos = client->client->eos_token_ids();
+  for (int64_t i = 0; i < capacity && i < static_cast<int64_t>(eos.size());
+       ++i) {
+    ids[i] = eos[static_cast<size_t>(i)];
+  }
+  return static_cast<int64_t>(eos.size());
+}
+
+int32_t grammard_client_list_tokenizers(grammard_client* client, char* json,
+                                        size_t capacity, size_t* length) {
+  if (absl::Status s = Usable(client); !s.ok()) return Report(client, s);
+  auto listed = client->client->ListTokenizers();
+  if (!listed.ok()) return Report(client, listed.status());
+  std::string text = "[";
+  for (const gc::TokenizerInfo& t : *listed) {
+    if (text.size() > 1) text += ",";
+    absl::StrAppend(&text, "{\"name\":", JsonString(t.name),
+                    ",\"fingerprint\":", JsonString(t.fingerprint),
+                    ",\"vocab_size\":", t.vocab_size, ",\"eos_token_ids\":[",
+                    absl::StrJoin(t.eos_token_ids, ","), "]}");
+  }
+  text += "]";
+  if (length != nullptr) *length = text.size();
+  if (json == nullptr || capacity <= text.size()) {
+    return Report(client, absl::ResourceExhaustedError(absl::StrCat(
+                              "list_tokenizers: ", text.size() + 1,
+                              " bytes needed, ", capacity, " given")));
+  }
+  CopyText(text, json, capacity);
+  return Report(client, absl::OkStatus());
+}
+
 int32_t grammard_client_open(grammard_client* client, uint64_t sequence_id,
                              int32_t kind, const char* text, size_t text_len,
                              int32_t json_whitespace, int32_t think_end_token) {
@@ -181,14 +278,41 @@ int32_t grammard_client_open(grammard_client* client, uint64_t sequence_id,
 int32_t grammard_client_open_proto(grammard_client* client,
                                    uint64_t sequence_id, const void* constraint,
                                    size_t size, int32_t think_end_token) {
+  const grammard_open_options options{think_end_token, 0};
+  return grammard_client_open_with(client, sequence_id, constraint, size,
+                                   &options);
+}
+
+int32_t grammard_client_open_with(grammard_client* client, uint64_t sequence_id,
+                                  const void* constraint, size_t size,
+                                  const grammard_open_options* options) {
   if (absl::Status s = Usable(client); !s.ok()) return Report(client, s);
-  grammard::v1::Constraint c;
-  if (!c.ParseFromArray(constraint, static_cast<int>(size))) {
-    return Report(client, absl::InvalidArgumentError(
-                              "the constraint is not a serialized grammard.v1."
-                              "Constraint"));
+  auto c = ParseConstraint(constraint, size);
+  if (!c.ok()) return Report(client, c.status());
+  const int32_t think_end = options != nullptr ? options->think_end_token : -1;
+  const bool jump = options != nullptr && options->jump_forward != 0;
+  return Report(client, Open(client, sequence_id, *c, think_end, jump));
+}
+
+int32_t grammard_client_compile(grammard_client* client, const void* constraint,
+                                size_t size, int32_t wait, int64_t timeout_ms,
+                                char* grammar_id, size_t grammar_id_capacity,
+                                int32_t* state) {
+  if (absl::Status s = Usable(client); !s.ok()) return Report(client, s);
+  auto c = ParseConstraint(constraint, size);
+  if (!c.ok()) return Report(client, c.status());
+  auto compiled = client->client->Compile(
+      *c, wait != 0,
+      std::chrono::milliseconds(std::max<int64_t>(0, timeout_ms)));
+  if (!compiled.ok()) return Report(client, compiled.status());
+  CopyText(compiled->grammar_id, grammar_id, grammar_id_capacity);
+  if (state != nullptr) {
+    *state = compiled->state == gc::GrammarState::kReady ? GRAMMARD_STATE_READY
+             : compiled->state == gc::GrammarState::kFailed
+                 ? GRAMMARD_STATE_FAILED
+                 : GRAMMARD_STATE_COMPILING;
   }
-  return Report(client, Open(client, sequence_id, c, think_end_token));
+  return Report(client, compiled->error);
 }
 
 int32_t grammard_client_close(grammard_client* client, uint64_t sequence_id) {
@@ -270,12 +394,46 @@ int32_t grammard_client_wait_masks(grammard_client* client, uint32_t* words,
                                    int64_t row_stride, int64_t capacity_rows,
                                    int64_t timeout_ms, int32_t* codes,
                                    uint8_t* flags) {
+  return grammard_client_wait_masks_at(client, words, row_stride, capacity_rows,
+                                       nullptr, timeout_ms, codes, flags);
+}
+
+int32_t grammard_client_wait_masks_at(grammard_client* client, uint32_t* words,
+                                      int64_t row_stride, int64_t capacity_rows,
+                                      const int64_t* rows, int64_t timeout_ms,
+                                      int32_t* codes, uint8_t* flags) {
   if (absl::Status s = Usable(client); !s.ok()) return Report(client, s);
   absl::Status s = client->client->WaitMasks(
-      {words, row_stride, capacity_rows}, &client->results,
+      {words, row_stride, capacity_rows, rows}, &client->results,
       std::chrono::milliseconds(std::max<int64_t>(0, timeout_ms)));
   if (s.ok()) Outcomes(client->results, codes, flags);
   return Report(client, s);
+}
+
+int32_t grammard_client_jump_forward(grammard_client* client, int64_t index,
+                                     char* bytes, size_t bytes_capacity,
+                                     size_t* bytes_length, int32_t* tokens,
+                                     int64_t tokens_capacity,
+                                     int64_t* n_tokens) {
+  if (absl::Status s = Usable(client); !s.ok()) return Report(client, s);
+  if (index < 0 || index >= static_cast<int64_t>(client->results.size())) {
+    return Report(client, absl::OutOfRangeError(absl::StrCat(
+                              "jump_forward: index ", index, " of a step of ",
+                              client->results.size(), " sequences")));
+  }
+  const gc::SequenceMasks& r = client->results[static_cast<size_t>(index)];
+  if (bytes_length != nullptr) *bytes_length = r.jump_forward_bytes.size();
+  if (bytes != nullptr) {
+    std::copy_n(r.jump_forward_bytes.data(),
+                std::min(bytes_capacity, r.jump_forward_bytes.size()), bytes);
+  }
+  const int64_t n = static_cast<int64_t>(r.jump_forward_tokens.size());
+  if (n_tokens != nullptr) *n_tokens = n;
+  if (tokens != nullptr) {
+    std::copy_n(r.jump_forward_tokens.data(), std::min(tokens_capacity, n),
+                tokens);
+  }
+  return Report(client, absl::OkStatus());
 }
 
 int32_t grammard_client_wait_apply_cpu(grammard_client* client, void* logits,
@@ -313,6 +471,40 @@ int32_t grammard_client_wait_apply_cuda(grammard_client* client, void* logits,
       std::chrono::milliseconds(std::max<int64_t>(0, timeout_ms)));
   Outcomes(client->results, codes, flags);
   return Report(client, s);
+}
+
+int32_t grammard_apply_mask_cpu(void* logits, int32_t dtype, int64_t rows,
+                                int64_t vocab, int64_t row_stride,
+                                const uint32_t* mask, int64_t mask_rows,
+                                int64_t words_per_row, int64_t mask_row_stride,
+                                int64_t mask_vocab, const int32_t* indices,
+                                char* error, size_t error_capacity) {
+  grammard::gpu::LogitsView l;
+  grammard::gpu::TokenMaskView m;
+  absl::Status s =
+      MaskViews(logits, dtype, rows, vocab, row_stride, mask, mask_rows,
+                words_per_row, mask_row_stride, mask_vocab, indices, &l, &m);
+  if (s.ok()) s = grammard::gpu::ApplyTokenMaskCpu(l, m);
+  return ReportTo(s, error, error_capacity);
+}
+
+int32_t grammard_apply_mask_cuda(void* logits, int32_t dtype, int64_t rows,
+                                 int64_t vocab, int64_t row_stride,
+                                 const uint32_t* mask, int64_t mask_rows,
+                                 int64_t words_per_row, int64_t mask_row_stride,
+                                 int64_t mask_vocab, const int32_t* indices,
+                                 void* cuda_stream, char* error,
+                                 size_t error_capacity) {
+  grammard::gpu::LogitsView l;
+  grammard::gpu::TokenMaskView m;
+  absl::Status s =
+      MaskViews(logits, dtype, rows, vocab, row_stride, mask, mask_rows,
+                words_per_row, mask_row_stride, mask_vocab, indices, &l, &m);
+  if (s.ok()) {
+    s = grammard::gpu::ApplyTokenMaskInplace(
+        l, m, static_cast<cudaStream_t>(cuda_stream));
+  }
+  return ReportTo(s, error, error_capacity);
 }
 
 int32_t grammard_client_sync_readiness(grammard_client* client,

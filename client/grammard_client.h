@@ -57,6 +57,16 @@ const char* grammard_client_last_error(const grammard_client* client);
 
 int32_t grammard_client_vocab_size(const grammard_client* client);
 int32_t grammard_client_words_per_row(const grammard_client* client);
+/* Writes up to `capacity` end-of-sequence ids; returns how many there are. */
+int64_t grammard_client_eos_token_ids(const grammard_client* client,
+                                      int32_t* ids, int64_t capacity);
+
+/* The daemon's tokenizers as a JSON array of {"name", "fingerprint",
+ * "vocab_size", "eos_token_ids"}, NUL-terminated, into json (capacity
+ * bytes); *length receives the text's length. RESOURCE_EXHAUSTED (8) when
+ * it does not fit: call again with *length + 1 bytes. */
+int32_t grammard_client_list_tokenizers(grammard_client* client, char* json,
+                                        size_t capacity, size_t* length);
 
 enum {
   GRAMMARD_CONSTRAINT_JSON_SCHEMA = 1, /* text: the schema */
@@ -77,7 +87,30 @@ int32_t grammard_client_open(grammard_client* client, uint64_t sequence_id,
 int32_t grammard_client_open_proto(grammard_client* client,
                                    uint64_t sequence_id, const void* constraint,
                                    size_t size, int32_t think_end_token);
+/* Options of grammard_client_open_with. */
+typedef struct grammard_open_options {
+  int32_t think_end_token; /* >= 0: starts in a reasoning section it ends */
+  int32_t jump_forward;    /* nonzero: every step reports what the grammar
+                              forces next (grammard_client_jump_forward) */
+} grammard_open_options;
+/* grammard_client_open_proto with every option of a sequence; options may
+ * be NULL (none). */
+int32_t grammard_client_open_with(grammard_client* client, uint64_t sequence_id,
+                                  const void* constraint, size_t size,
+                                  const grammard_open_options* options);
 int32_t grammard_client_close(grammard_client* client, uint64_t sequence_id);
+
+/* Compiles a serialized grammard.v1.Constraint for the client's tokenizer
+ * with a call of its own (a step in flight goes on): to warm the daemon's
+ * cache before sequences open with it. With `wait`, until it is ready or
+ * failed, or timeout_ms (<= 0: step_timeout_ms). *state receives
+ * GRAMMARD_STATE_*; grammar_id (NULL, or 33 bytes or more) the grammar's id,
+ * NUL-terminated. A constraint that failed returns its error's code, with
+ * last_error saying why. */
+int32_t grammard_client_compile(grammard_client* client, const void* constraint,
+                                size_t size, int32_t wait, int64_t timeout_ms,
+                                char* grammar_id, size_t grammar_id_capacity,
+                                int32_t* state);
 
 enum {
   GRAMMARD_STATE_COMPILING = 0,
@@ -115,6 +148,26 @@ enum {
   GRAMMARD_DTYPE_FLOAT16 = 1,
   GRAMMARD_DTYPE_BFLOAT16 = 2
 };
+/* grammard_client_wait_masks, with step row r written at buffer row
+ * rows[r] (NULL: row r): a batch lands in the engine's own row order.
+ * rows holds pending_rows distinct entries below capacity_rows. */
+int32_t grammard_client_wait_masks_at(grammard_client* client, uint32_t* words,
+                                      int64_t row_stride, int64_t capacity_rows,
+                                      const int64_t* rows, int64_t timeout_ms,
+                                      int32_t* codes, uint8_t* flags);
+
+/* For sequence `index` (its place in the last waited step) opened with
+ * jump_forward: the bytes the grammar forces next (into bytes, up to
+ * bytes_capacity; *bytes_length receives their full length) and the tokens
+ * of a tokenization of a prefix of them (into tokens, up to
+ * tokens_capacity; *n_tokens receives their full count). Any out-pointer
+ * may be NULL. OUT_OF_RANGE (11) for an index outside the last step. */
+int32_t grammard_client_jump_forward(grammard_client* client, int64_t index,
+                                     char* bytes, size_t bytes_capacity,
+                                     size_t* bytes_length, int32_t* tokens,
+                                     int64_t tokens_capacity,
+                                     int64_t* n_tokens);
+
 /* Waits, then masks host logits (rows x vocab, row_stride elements apart):
  * mask row k applies to logits row indices[k], or row k if indices is
  * NULL. */
@@ -132,6 +185,29 @@ int32_t grammard_client_wait_apply_cuda(grammard_client* client, void* logits,
                                         const int32_t* indices,
                                         void* cuda_stream, int64_t timeout_ms,
                                         int32_t* codes, uint8_t* flags);
+
+/* Masking without a client, for engines that keep their own packed mask
+ * rows (mask_rows rows of words_per_row words, mask_row_stride words apart,
+ * covering mask_vocab tokens: -1 for words_per_row * 32): mask row k
+ * applies to logits row indices[k], or row k when indices is NULL. On
+ * failure the status code is returned and a message written to error (up
+ * to error_capacity bytes, NUL-terminated; error may be NULL).
+ * grammard_apply_mask_cpu: host logits and mask. grammard_apply_mask_cuda:
+ * logits, mask and indices in device memory, masked on cuda_stream (a
+ * cudaStream_t; NULL: the default stream); nothing waits for the GPU. */
+int32_t grammard_apply_mask_cpu(void* logits, int32_t dtype, int64_t rows,
+                                int64_t vocab, int64_t row_stride,
+                                const uint32_t* mask, int64_t mask_rows,
+                                int64_t words_per_row, int64_t mask_row_stride,
+                                int64_t mask_vocab, const int32_t* indices,
+                                char* error, size_t error_capacity);
+int32_t grammard_apply_mask_cuda(void* logits, int32_t dtype, int64_t rows,
+                                 int64_t vocab, int64_t row_stride,
+                                 const uint32_t* mask, int64_t mask_rows,
+                                 int64_t words_per_row, int64_t mask_row_stride,
+                                 int64_t mask_vocab, const int32_t* indices,
+                                 void* cuda_stream, char* error,
+                                 size_t error_capacity);
 
 /* Rank sync through grammard: this rank's readiness of `ids` is exchanged
  * in round `round` of `group`; agreed[i] becomes GRAMMARD_STATE_READY,

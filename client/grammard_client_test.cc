@@ -19,7 +19,8 @@ using testing::FakeGrammard;
 
 constexpr int32_t kWords = (FakeGrammard::kVocabSize + 31) / 32;
 constexpr int32_t kOk = 0, kInvalidArgument = 3, kNotFound = 5,
-                  kFailedPrecondition = 9, kUnimplemented = 12;
+                  kResourceExhausted = 8, kFailedPrecondition = 9,
+                  kOutOfRange = 11, kUnimplemented = 12;
 
 grammard_client_options Options(const std::string& target,
                                 const char* tokenizer) {
@@ -193,6 +194,199 @@ TEST(GrammardClientTest, StepsThroughTheCAbi) {
             std::string::npos);
   EXPECT_EQ(grammard_client_close(h.c, 1), kOk);
   EXPECT_EQ(grammard_client_close(h.c, 1), kNotFound);
+}
+
+std::string Regex(const std::string& regex) {
+  grammard::v1::Constraint proto;
+  proto.set_regex(regex);
+  return proto.SerializeAsString();
+}
+
+bool Allowed(const std::vector<uint32_t>& row, int32_t token) {
+  return (row[static_cast<size_t>(token / 32)] >> (token % 32)) & 1;
+}
+
+TEST(GrammardClientTest, DescribesTheDaemonsTokenizers) {
+  auto fake = FakeGrammard::Start();
+  ASSERT_NE(fake, nullptr);
+  const std::string target = fake->target();
+  grammard_client_options o = Options(target, "fake");
+  Handle h;
+  ASSERT_EQ(grammard_client_connect(&o, &h.c), kOk);
+  int32_t eos[4] = {-1, -1, -1, -1};
+  EXPECT_EQ(grammard_client_eos_token_ids(h.c, nullptr, 0), 1);
+  EXPECT_EQ(grammard_client_eos_token_ids(h.c, eos, 4), 1);
+  EXPECT_EQ(eos[0], FakeGrammard::kEos);
+  EXPECT_EQ(eos[1], -1);
+
+  size_t length = 0;
+  EXPECT_EQ(grammard_client_list_tokenizers(h.c, nullptr, 0, &length),
+            kResourceExhausted);
+  const std::string expected =
+      R"([{"name":"fake","fingerprint":"fake-fingerprint","vocab_size":1000,)"
+      R"("eos_token_ids":[999]}])";
+  EXPECT_EQ(length, expected.size());
+  std::vector<char> json(length);  // one byte short of the NUL
+  EXPECT_EQ(
+      grammard_client_list_tokenizers(h.c, json.data(), json.size(), &length),
+      kResourceExhausted);
+  json.resize(length + 1);
+  ASSERT_EQ(
+      grammard_client_list_tokenizers(h.c, json.data(), json.size(), &length),
+      kOk);
+  EXPECT_EQ(std::string(json.data()), expected);
+}
+
+TEST(GrammardClientTest, CompilesAheadOfTheStreamAndSaysWhyItFailed) {
+  auto fake = FakeGrammard::Start();
+  ASSERT_NE(fake, nullptr);
+  const std::string target = fake->target();
+  grammard_client_options o = Options(target, "fake");
+  Handle h;
+  ASSERT_EQ(grammard_client_connect(&o, &h.c), kOk);
+  char id[40];
+  int32_t state = -1;
+  std::string c = Regex("x");
+  ASSERT_EQ(grammard_client_compile(h.c, c.data(), c.size(), 1, 1000, id,
+                                    sizeof(id), &state),
+            kOk);
+  EXPECT_STREQ(id, "fake:x");
+  EXPECT_EQ(state, GRAMMARD_STATE_READY);
+  // A short id buffer gets as much as fits, terminated.
+  ASSERT_EQ(
+      grammard_client_compile(h.c, c.data(), c.size(), 1, 0, id, 4, &state),
+      kOk);
+  EXPECT_STREQ(id, "fak");
+  c = Regex("hold");
+  ASSERT_EQ(grammard_client_compile(h.c, c.data(), c.size(), 0, 0, nullptr, 0,
+                                    &state),
+            kOk);
+  EXPECT_EQ(state, GRAMMARD_STATE_COMPILING);
+  c = Regex("fail");
+  EXPECT_EQ(grammard_client_compile(h.c, c.data(), c.size(), 1, 0, id,
+                                    sizeof(id), &state),
+            kInvalidArgument);
+  EXPECT_EQ(state, GRAMMARD_STATE_FAILED);
+  EXPECT_STREQ(grammard_client_last_error(h.c), "bad regex");
+  EXPECT_EQ(
+      grammard_client_compile(h.c, "\xff\xff", 2, 1, 0, id, sizeof(id), &state),
+      kInvalidArgument);
+  EXPECT_NE(std::string(grammard_client_last_error(h.c)).find("Constraint"),
+            std::string::npos);
+}
+
+TEST(GrammardClientTest, WritesRowsWhereTheRowMapSaysAndReportsJumpForward) {
+  auto fake = FakeGrammard::Start();
+  ASSERT_NE(fake, nullptr);
+  const std::string target = fake->target();
+  grammard_client_options o = Options(target, "fake");
+  Handle h;
+  ASSERT_EQ(grammard_client_connect(&o, &h.c), kOk);
+  const std::string c = Regex("x");
+  const grammard_open_options jump{-1, 1};
+  ASSERT_EQ(grammard_client_open_with(h.c, 1, c.data(), c.size(), &jump), kOk);
+  ASSERT_EQ(grammard_client_open_with(h.c, 2, c.data(), c.size(), nullptr),
+            kOk);
+  const uint64_t ids[] = {1, 2};
+  ASSERT_EQ(grammard_client_wait_ready(h.c, ids, 2, 0), kOk);
+
+  // Sequence 1 accepts an allowed token and verifies a draft: three rows,
+  // scattered to rows 4, 0 and 2 of a five-row buffer.
+  const std::vector<uint32_t> first = FakeGrammard::Mask({});
+  int32_t t = 0;
+  while (!Allowed(first, t)) ++t;
+  const int64_t accepted_offsets[] = {0, 1, 1};
+  const int32_t accepted[] = {t};
+  const std::vector<uint32_t> after = FakeGrammard::Mask({t});
+  int32_t d = 0;
+  while (!Allowed(after, d)) ++d;
+  const int64_t draft_offsets[] = {0, 1, 1};
+  const int32_t drafts[] = {d};
+  ASSERT_EQ(grammard_client_submit_step(h.c, 2, ids, nullptr, accepted_offsets,
+                                        accepted, draft_offsets, drafts),
+            kOk);
+  std::vector<uint32_t> rows(5 * kWords, 0xdeadbeef);
+  int32_t codes[2];
+  uint8_t flags[2];
+  const int64_t repeated[] = {4, 0, 4};
+  EXPECT_EQ(grammard_client_wait_masks_at(h.c, rows.data(), kWords, 5, repeated,
+                                          0, codes, flags),
+            kInvalidArgument);
+  EXPECT_NE(std::string(grammard_client_last_error(h.c)).find("another row"),
+            std::string::npos);
+  const int64_t outside[] = {4, 0, 5};
+  EXPECT_EQ(grammard_client_wait_masks_at(h.c, rows.data(), kWords, 5, outside,
+                                          0, codes, flags),
+            kInvalidArgument);
+  const int64_t map[] = {4, 0, 2};
+  ASSERT_EQ(grammard_client_wait_masks_at(h.c, rows.data(), kWords, 5, map, 0,
+                                          codes, flags),
+            kOk)
+      << grammard_client_last_error(h.c);
+  auto row = [&](int r) {
+    return std::vector<uint32_t>(rows.begin() + r * kWords,
+                                 rows.begin() + (r + 1) * kWords);
+  };
+  EXPECT_EQ(row(4), after);
+  EXPECT_EQ(row(0), FakeGrammard::Mask({t, d}));
+  EXPECT_EQ(row(2), first);  // sequence 2, which accepted nothing
+  for (int untouched : {1, 3}) {
+    EXPECT_EQ(row(untouched), std::vector<uint32_t>(kWords, 0xdeadbeef));
+  }
+
+  char bytes[16];
+  size_t n_bytes = 0;
+  int32_t tokens[4];
+  int64_t n_tokens = 0;
+  ASSERT_EQ(grammard_client_jump_forward(h.c, 0, bytes, sizeof(bytes), &n_bytes,
+                                         tokens, 4, &n_tokens),
+            kOk);
+  EXPECT_EQ(std::string(bytes, n_bytes), "after 1");
+  ASSERT_EQ(n_tokens, 1);
+  EXPECT_EQ(tokens[0], 1);
+  ASSERT_EQ(grammard_client_jump_forward(h.c, 1, nullptr, 0, &n_bytes, nullptr,
+                                         0, &n_tokens),
+            kOk);
+  EXPECT_EQ(n_bytes, 0u);  // not opened with jump_forward
+  EXPECT_EQ(n_tokens, 0);
+  EXPECT_EQ(grammard_client_jump_forward(h.c, 2, nullptr, 0, &n_bytes, nullptr,
+                                         0, &n_tokens),
+            kOutOfRange);
+}
+
+TEST(GrammardClientTest, MasksWithoutAClient) {
+  // Two host logits rows of 40 tokens; one mask row (two words) allowing
+  // tokens 3 and 33 applies to logits row 1.
+  std::vector<float> logits(2 * 40, 1.0f);
+  const uint32_t mask[2] = {1u << 3, 1u << 1};
+  const int32_t indices[] = {1};
+  char error[128] = "untouched";
+  ASSERT_EQ(
+      grammard_apply_mask_cpu(logits.data(), GRAMMARD_DTYPE_FLOAT32, 2, 40, 40,
+                              mask, 1, 2, 2, 40, indices, error, sizeof(error)),
+      kOk);
+  EXPECT_STREQ(error, "");
+  for (int c = 0; c < 40; ++c) {
+    EXPECT_EQ(logits[static_cast<size_t>(c)], 1.0f) << c;
+    EXPECT_EQ(std::isinf(logits[static_cast<size_t>(40 + c)]),
+              c != 3 && c != 33)
+        << c;
+  }
+  EXPECT_EQ(grammard_apply_mask_cpu(logits.data(), 7, 2, 40, 40, mask, 1, 2, 2,
+                                    40, indices, error, sizeof(error)),
+            kInvalidArgument);
+  EXPECT_NE(std::string(error).find("dtype"), std::string::npos) << error;
+  const int32_t outside[] = {2};
+  EXPECT_EQ(
+      grammard_apply_mask_cpu(logits.data(), GRAMMARD_DTYPE_FLOAT32, 2, 40, 40,
+                              mask, 1, 2, 2, 40, outside, nullptr, 0),
+      kInvalidArgument);
+  // Host logits are not device memory: refused, with the reason.
+  EXPECT_NE(grammard_apply_mask_cuda(logits.data(), GRAMMARD_DTYPE_FLOAT32, 2,
+                                     40, 40, mask, 1, 2, 2, 40, indices,
+                                     nullptr, error, sizeof(error)),
+            kOk);
+  EXPECT_STRNE(error, "");
 }
 
 }  // namespace

@@ -43,6 +43,22 @@ class FakeGrammard::Service final : public v1::Grammard::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status Compile(grpc::ServerContext*, const v1::CompileRequest* request,
+                       v1::CompileResponse* response) override {
+    response->set_grammar_id(
+        absl::StrCat("fake:", request->constraint().regex()));
+    if (request->constraint().regex() == "fail") {
+      response->set_state(v1::GRAMMAR_STATE_FAILED);
+      SetError(absl::StatusCode::kInvalidArgument, "bad regex",
+               response->mutable_error());
+    } else if (request->constraint().regex() == "hold") {
+      response->set_state(v1::GRAMMAR_STATE_COMPILING);
+    } else {
+      response->set_state(v1::GRAMMAR_STATE_READY);
+    }
+    return grpc::Status::OK;
+  }
+
   grpc::Status Decode(
       grpc::ServerContext*,
       grpc::ServerReaderWriter<v1::DecodeResponse, v1::DecodeRequest>* rw)
@@ -54,6 +70,7 @@ class FakeGrammard::Service final : public v1::Grammard::Service {
     struct Sequence {
       std::vector<int32_t> tokens;
       bool hold = false;
+      bool jump_forward = false;
       absl::Status failed;
     };
     std::map<uint64_t, Sequence> sequences;
@@ -84,7 +101,7 @@ class FakeGrammard::Service final : public v1::Grammard::Service {
           sequences[id].hold = true;
           continue;
         } else {
-          sequences[id];
+          sequences[id].jump_forward = open.jump_forward();
           status->set_state(v1::GRAMMAR_STATE_READY);
         }
       } else if (request.has_close()) {
@@ -176,6 +193,10 @@ class FakeGrammard::Service final : public v1::Grammard::Service {
           proto::EncodeMaskRow(mask.data(), kVocabSize, row);
         }
         rows.push_back(std::move(mask));
+      }
+      if (seq.jump_forward) {
+        r->set_jump_forward_bytes(absl::StrCat("after ", seq.tokens.size()));
+        r->add_jump_forward_tokens(static_cast<int32_t>(seq.tokens.size()));
       }
       r->set_terminated(!seq.tokens.empty() && seq.tokens.back() == kEos);
       r->set_can_terminate(Allows(Mask(seq.tokens), kEos));

@@ -9,6 +9,9 @@
 //
 // Constraints: a regex "fail" fails to compile, "hold" compiles forever
 // (no status, steps answer UNAVAILABLE); anything else is ready at once.
+// Compile answers the same way (grammar id "fake:<regex>"). A sequence
+// opened with jump_forward reports "after <n>" and the token n, n being
+// its tokens accepted so far.
 //
 // Cost: masks are O(vocab) per row. Thread-safety: every method may be
 // called from any thread.
