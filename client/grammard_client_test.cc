@@ -206,13 +206,23 @@ bool Allowed(const std::vector<uint32_t>& row, int32_t token) {
   return (row[static_cast<size_t>(token / 32)] >> (token % 32)) & 1;
 }
 
-TEST(GrammardClientTest, DescribesTheDaemonsTokenizers) {
-  auto fake = FakeGrammard::Start();
-  ASSERT_NE(fake, nullptr);
-  const std::string target = fake->target();
-  grammard_client_options o = Options(target, "fake");
-  Handle h;
-  ASSERT_EQ(grammard_client_connect(&o, &h.c), kOk);
+// A handle connected to a FakeGrammard of its own.
+class GrammardClientConnectedTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fake_ = FakeGrammard::Start();
+    ASSERT_NE(fake_, nullptr);
+    const std::string target = fake_->target();
+    grammard_client_options o = Options(target, "fake");
+    ASSERT_EQ(grammard_client_connect(&o, &h_.c), kOk);
+  }
+
+  std::unique_ptr<FakeGrammard> fake_;
+  Handle h_;
+};
+
+TEST_F(GrammardClientConnectedTest, DescribesTheDaemonsTokenizers) {
+  Handle& h = h_;
   int32_t eos[4] = {-1, -1, -1, -1};
   EXPECT_EQ(grammard_client_eos_token_ids(h.c, nullptr, 0), 1);
   EXPECT_EQ(grammard_client_eos_token_ids(h.c, eos, 4), 1);
@@ -237,13 +247,9 @@ TEST(GrammardClientTest, DescribesTheDaemonsTokenizers) {
   EXPECT_EQ(std::string(json.data()), expected);
 }
 
-TEST(GrammardClientTest, CompilesAheadOfTheStreamAndSaysWhyItFailed) {
-  auto fake = FakeGrammard::Start();
-  ASSERT_NE(fake, nullptr);
-  const std::string target = fake->target();
-  grammard_client_options o = Options(target, "fake");
-  Handle h;
-  ASSERT_EQ(grammard_client_connect(&o, &h.c), kOk);
+TEST_F(GrammardClientConnectedTest,
+       CompilesAheadOfTheStreamAndSaysWhyItFailed) {
+  Handle& h = h_;
   char id[40];
   int32_t state = -1;
   std::string c = Regex("x");
@@ -275,13 +281,9 @@ TEST(GrammardClientTest, CompilesAheadOfTheStreamAndSaysWhyItFailed) {
             std::string::npos);
 }
 
-TEST(GrammardClientTest, WritesRowsWhereTheRowMapSaysAndReportsJumpForward) {
-  auto fake = FakeGrammard::Start();
-  ASSERT_NE(fake, nullptr);
-  const std::string target = fake->target();
-  grammard_client_options o = Options(target, "fake");
-  Handle h;
-  ASSERT_EQ(grammard_client_connect(&o, &h.c), kOk);
+TEST_F(GrammardClientConnectedTest,
+       WritesRowsWhereTheRowMapSaysAndReportsJumpForward) {
+  Handle& h = h_;
   const std::string c = Regex("x");
   const grammard_open_options jump{-1, 1};
   ASSERT_EQ(grammard_client_open_with(h.c, 1, c.data(), c.size(), &jump), kOk);
