@@ -109,7 +109,9 @@ class _Request:
 
 class _Manager:
     """What the plugin's batched grammar_bitmask reads of vLLM's manager
-    (should_fill_bitmask: no reasoning parser, every request fills)."""
+    (no reasoning parser: every request fills)."""
+
+    reasoner = None
 
     def __init__(self, bitmask):
         self._grammar_bitmask = bitmask

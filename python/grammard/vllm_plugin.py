@@ -135,6 +135,9 @@ def _batched_bitmask(manager, backend, requests, ids, grammars):
                 config.scheduler_config.max_num_seqs * (1 + n_spec))
             manager._grammar_bitmask = bitmask
         should_fill = getattr(manager, "should_fill_bitmask", None)
+        if getattr(manager, "reasoner", True) is None:
+            # No reasoning parser: every request fills (vLLM's own test).
+            should_fill = None
         fill, rows = [], []
         for row, (i, g) in enumerate(zip(ids, grammars)):
             # g._seq.status: is_terminated() without the call (the grammars

@@ -171,6 +171,12 @@ def test_vllm_plugin(monkeypatch, daemon, llama3):
     assert manager.fills == 0 and backend.stepper.flushes == flushes + 1
     serial = Manager._original_grammar_bitmask(manager, requests, ids, {})
     np.testing.assert_array_equal(batched, serial)
+    # With a reasoning parser, a request still reasoning allows everything.
+    manager.reasoner = object()
+    manager.should_fill_bitmask = lambda request: request is not requests["r0"]
+    rows = manager.grammar_bitmask(requests, ids, {})
+    assert (rows[0] == -1).all() and not (rows[1] == -1).all()
+    np.testing.assert_array_equal(rows[1:], serial[1:])
 
     # Drafts: the scheduler's announcement makes validation and the
     # manager's serial loop one Decode step.
