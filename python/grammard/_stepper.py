@@ -24,15 +24,24 @@ themselves; other steps group tokens per sequence.
 
 Cost: an accept is a few dict and list operations (and, where the row is
 held, one bit test); a flush is one C call pair (submit, wait) plus
-O(sequences) list work in the uncommon case. Thread-safety: every method
-takes the stepper's lock; a flush holds it while it waits for the daemon,
-so concurrent fills of one step wait for the one flush and then read its
-rows. Sequences are closed lazily (at the next flush) so that a grammar
-object may be dropped on any thread, even inside a garbage collection.
+O(sequences) list work in the uncommon case; the batch path of the common
+step does per sequence only C-level list work (the ids of a batch are kept
+while its composition holds).
+
+Thread-safety, as both engines call their backends: accepts, rollbacks,
+validations and fills come from one thread at a time, except that fills may
+run concurrently with one another (vLLM's fill pool). A flush holds the
+stepper's lock while it waits for the daemon, so concurrent fills of one
+step wait for the one flush and then read its rows. The common accept takes
+no lock (it never runs beside a flush). new_sequence and shutdown are safe
+from any thread (vLLM compiles on a pool), and sequences are closed lazily
+(at the next flush) so that a grammar object may be dropped on any thread,
+even inside a garbage collection.
 """
 
 from __future__ import annotations
 
+import array
 import ctypes
 import itertools
 import threading
@@ -101,9 +110,14 @@ class Stepper:
         self._closed = False
         self._jumpers = 0  # live sequences opened with jump_forward
         self._lib = client._lib
+        # Arrays and addresses reused from step to step (see fill_rows).
         self._arange = np.arange(2, dtype=np.int64)
+        self._arange_addr = _address(self._arange)
         self._codes = np.zeros(0, np.int32)
         self._flags = np.zeros(0, np.uint8)
+        self._codes_addr = self._flags_addr = 0
+        self._batch = None  # (seqs, ids, ids array, its address)
+        self._out = (None, 0, 0, 0)  # (out, address, row stride, rows)
         self._retry_timeout = retry_timeout
         self.flushes = 0  # Decode steps sent (tests count them)
         eos_row = np.zeros(self.words, np.uint32)
@@ -149,6 +163,20 @@ class Stepper:
         not taken (a probe, as XGrammar's matcher treats it). Tokens past
         the held rows are checked by the daemon at the next flush, and a
         refusal there fails the sequence."""
+        if len(tokens) == 1 and not s.status and s.sid not in self._rows_of:
+            # The common accept (one live sequence, one token, no row held
+            # to check it against), kept to a few operations and without
+            # the lock: it runs once per request per engine step, and no
+            # flush runs beside it (see the module doc).
+            t = tokens[0]
+            if (type(t) is int and 0 <= t < self.vocab_size
+                    and t not in self.eos and not self._closed):
+                # No mut_gen: with no row held, the next rows come from a
+                # flush that carries this token.
+                self._acc_sids.append(s.sid)
+                self._acc_toks.append(t)
+                s.n += 1
+                return True
         with self._lock:
             if s.status or self._closed:  # not LIVE
                 return self._accept_not_live(s, tokens)
@@ -305,28 +333,40 @@ class Stepper:
                 self._dirty[s.sid] = s
 
     def fill_rows(self, seqs: Sequence[Seq], out: np.ndarray,
-                  rows: Sequence[int]) -> None:
+                  rows: Optional[Sequence[int]] = None) -> None:
         """Writes each sequence's current row (uint32 words) into out[rows[i]]
         (out: 2-D, C-contiguous rows of at least `words` words; rows
-        distinct). When the step carries only sequences of this batch, the
-        daemon's rows are decoded straight into `out`; otherwise they are
-        flushed and copied."""
+        distinct; None: row i). When the step carries only sequences of this
+        batch, the daemon's rows are decoded straight into `out`; otherwise
+        they are flushed and copied."""
         with self._lock:
             if self._closed:
                 raise errors.FailedPrecondition("the client is closed")
-            self._drop_closed()
-            ids = [s.sid for s in seqs]
+            if self._closing:
+                self._drop_closed()
+            batch = self._batch
+            if batch is None or batch[0] != seqs:
+                # Engines step the same requests in the same order for many
+                # steps: the batch's ids are made once per composition.
+                ids = [s.sid for s in seqs]
+                ids_a = np.array(ids, np.uint64)
+                batch = self._batch = (list(seqs), ids, ids_a,
+                                       _address(ids_a))
+            ids = batch[1]
             if (ids == self._acc_sids and not self._dirty
                     and not self._drafts):
                 # The common step: every sequence of the batch accepted one
                 # token, in batch order, and nothing else changed.
-                accepted = np.array(self._acc_toks, np.int32)
+                accepted = array.array("i", self._acc_toks)  # int32
                 self._acc_sids, self._acc_toks = [], []
-                self._step(ids, accepted, self._offsets(len(ids)), None, None,
-                           out, rows)
+                self._step(ids, accepted, self._offsets(len(ids)), None,
+                           None, out, rows, batch[2:],
+                           accepted.buffer_info()[0])
                 if self._failed_last:
                     self._copy_failed(seqs, out, rows)
                 return
+            if rows is None:
+                rows = range(len(ids))
             wanted = set(ids)
             pending = set(self._acc_sids)
             pending.update(self._dirty)
@@ -350,6 +390,8 @@ class Stepper:
     def _copy_failed(self, seqs, out, rows) -> None:
         """Rows the last step did not decode in place: EOS alone for failed
         sequences, the held row for those not stepped or stepped again."""
+        if rows is None:
+            rows = range(len(seqs))
         for s, r in zip(seqs, rows):
             if s.status == FAILED:
                 out[r, :self.words] = self.eos_row
@@ -393,11 +435,22 @@ class Stepper:
         self._drop_closed()
         sids, toks = self._acc_sids, self._acc_toks
         live = self._live
-        if (not self._dirty and not self._drafts
-                and len(set(sids)) == len(sids)):
-            ids = sids
+        dirty = self._dirty
+        if (not self._drafts and len(set(sids)) == len(sids)
+                and not any(live[sid].rollback_due for sid in dirty)
+                and not any(map(dirty.__contains__, sids))):
+            # At most one token per sequence and nothing to roll back (the
+            # common step, with new requests joining): the sequences with
+            # a token first, then those without (no per-token grouping).
+            m = len(sids)
+            ids = sids + list(dirty)
             accepted = np.array(toks, np.int32)
-            acc_offsets = np.arange(len(ids) + 1, dtype=np.int64)
+            if dirty:
+                offsets = np.minimum(np.arange(len(ids) + 1, dtype=np.int64),
+                                     m)
+                acc_offsets = (offsets, _address(offsets))
+            else:
+                acc_offsets = self._offsets(m)
             rollback = None
             draft_lists = None
         else:
@@ -412,8 +465,9 @@ class Stepper:
                 groups.setdefault(sid, [])
             ids = [sid for sid in groups if live[sid].status != FAILED]
             lengths = [len(groups[sid]) for sid in ids]
-            acc_offsets = np.zeros(len(ids) + 1, np.int64)
-            np.cumsum(lengths, out=acc_offsets[1:])
+            offsets = np.zeros(len(ids) + 1, np.int64)
+            np.cumsum(lengths, out=offsets[1:])
+            acc_offsets = (offsets, _address(offsets))
             accepted = np.array(
                 list(itertools.chain.from_iterable(groups[sid]
                                                    for sid in ids)),
@@ -437,23 +491,34 @@ class Stepper:
                 s.opened = True
         self._step(ids, accepted, acc_offsets, rollback, draft_lists, out,
                    None if out_rows is None else
-                   [out_rows[sid] for sid in ids])
+                   list(map(out_rows.__getitem__, ids)))
         return ids
 
-    def _offsets(self, n: int) -> np.ndarray:
-        """0, 1, ..., n: the accepted offsets of a step of one token each."""
+    def _offsets(self, n: int) -> Tuple[np.ndarray, int]:
+        """0, 1, ..., n (the accepted offsets of a step of one token each)
+        and its address."""
         if len(self._arange) <= n:
             self._arange = np.arange(2 * n + 2, dtype=np.int64)
-        return self._arange[:n + 1]
+            self._arange_addr = _address(self._arange)
+        return self._arange[:n + 1], self._arange_addr
 
     def _step(self, ids, accepted, acc_offsets, rollback, draft_lists, out,
-              out_rows) -> None:
+              out_rows, batch=None, accepted_addr=None) -> None:
         """Sends one step and waits for it: rows into a new buffer of the
-        stepper's (entries kept), or with `out_rows` (one destination row
-        per sequence, no drafts) straight into `out` (nothing kept). Calls
-        the library directly: this is the per-step path."""
+        stepper's (entries kept), or into `out` (nothing kept) at row i or,
+        with `out_rows` (no drafts), at out_rows[i]. acc_offsets is
+        (array, address); batch (ids array, address) and accepted_addr are
+        given where cached. Calls the library directly: this is the
+        per-step path, kept free of per-call numpy bookkeeping."""
         n = len(ids)
-        ids_a = np.array(ids, np.uint64)
+        if batch is None:
+            ids_a = np.array(ids, np.uint64)
+            ids_addr = _address(ids_a)
+        else:
+            ids_a, ids_addr = batch
+        if accepted_addr is None:
+            accepted_addr = _address(accepted)
+        acc_offsets, offsets_addr = acc_offsets
         if draft_lists is None:
             d_offsets = drafts_a = None
             total = n
@@ -465,9 +530,8 @@ class Stepper:
                 list(itertools.chain.from_iterable(draft_lists)), np.int32)
             total = n + int(d_offsets[-1])
         lib, handle = self._lib, self.client._h()
-        args = (handle, n, _address(ids_a), _address(rollback),
-                _address(acc_offsets), _address(accepted),
-                _address(d_offsets), _address(drafts_a))
+        args = (handle, n, ids_addr, _address(rollback), offsets_addr,
+                accepted_addr, _address(d_offsets), _address(drafts_a))
         code = lib.grammard_client_submit_step(*args)
         if code == errors.FailedPrecondition.code and \
                 self.client.pending_rows() > 0:
@@ -486,21 +550,34 @@ class Stepper:
         if len(self._codes) < n:
             self._codes = np.zeros(2 * n, np.int32)
             self._flags = np.zeros(2 * n, np.uint8)
+            self._codes_addr = _address(self._codes)
+            self._flags_addr = _address(self._flags)
         codes, flags = self._codes[:n], self._flags[:n]
-        if out_rows is None:
+        if out is None:
             buf = np.empty((total, self.words), np.uint32)
             code = lib.grammard_client_wait_masks_at(
                 handle, _address(buf), self.words, total, None, 0,
-                _address(codes), _address(flags))
+                self._codes_addr, self._flags_addr)
         else:
             buf = out
-            row_map = np.asarray(out_rows, np.int64)
+            target = self._out
+            if target[0] is not out:
+                target = self._out = (out, _address(out),
+                                      out.strides[0] // 4, out.shape[0])
+            row_map = (None if out_rows is None else
+                       np.asarray(out_rows, np.int64))
             code = lib.grammard_client_wait_masks_at(
-                handle, _address(out), out.strides[0] // 4, out.shape[0],
-                _address(row_map), 0, _address(codes), _address(flags))
+                handle, target[1], target[2], target[3], _address(row_map),
+                0, self._codes_addr, self._flags_addr)
         if code:
             self.client._check(code)
-        if out_rows is None:
+        if out is not None and self._rows_of:
+            # Rows held from an earlier flush are stale now; dropped, they
+            # let the next accepts take the common path.
+            pop = self._rows_of.pop
+            for sid in ids:
+                pop(sid, None)
+        if out is None:
             firsts = (range(n) if draft_lists is None else
                       (np.arange(n, dtype=np.int64) + d_offsets[:-1]).tolist())
             entries = zip(itertools.repeat(buf), firsts,
@@ -508,7 +585,7 @@ class Stepper:
                           itertools.repeat(_NO_DRAFTS) if draft_lists is None
                           else draft_lists)
             self._rows_of.update(zip(ids, entries))
-        if codes.any():
+        if codes.tobytes().strip(b"\0"):  # a sequence failed
             result = StepResult(ids_a, codes.copy(), flags.copy(), None,
                                 None, self.client)
             self._failures(result, ids, accepted, acc_offsets, draft_lists)

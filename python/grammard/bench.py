@@ -1,9 +1,15 @@
 """Time per engine step through the vLLM adapter, the SGLang adapter and the
 C++ client alone, on the same token trajectories against one daemon.
 
-    python3 -m grammard.bench --target=127.0.0.1:50051 \
+    taskset -c 1 bazel-bin/service/grammard --listen=127.0.0.1:50051 ... &
+    python3 -m grammard.bench --target=127.0.0.1:50051 --cpus=0 \
         --cpp-bench=bazel-bin/client/client_step_bench \
         --schema=../shared/bench/order_schema.json
+
+As deployed, the sidecar runs on cores of its own: --cpus pins the
+benchmark (and the cpp process) to the cores given, the daemon goes on the
+others (taskset). Unpinned on a small machine, the daemon's threads and the
+engine's share cores and every figure moves by tens of microseconds.
 
 Trajectories: per sequence, a walk of uniformly random allowed tokens under
 the schema (seeded, compact JSON, EOS left out), made once with a Client.
@@ -17,16 +23,23 @@ engine's mask. Paths:
 - cpp: client_step_bench, a C++ process of its own (SubmitStep +
   WaitMasks), run just before the others;
 - capi: the same C++ client through the C ABI from this process (two
-  ctypes calls a step, arrays made before the clock);
+  ctypes calls a step, arrays made before the clock; requests starting
+  over closed and opened inside it, as in cpp);
 - vllm, vllm_rows, sglang, sglang_rows: the adapters as the engines call
   them (the classes below say which calls), with and without the plugins'
-  batched paths.
+  batched paths;
+- vllm_engine, sglang_engine: the engine's own side of those calls, the
+  per-request accept loop over grammars that do nothing (what the engine
+  spends with any backend, grammard or XGrammar).
 
 The in-process paths take turns step by step against the daemon, so they
-share its state and the machine's load; the Python paths' excess is
-reported over capi, the C++ client in the same conditions (cpp shows the
-ctypes shim's few microseconds are all capi adds). Each run prints RESULT
-lines; MEDIAN lines give the medians over runs of each run's p50.
+share its state and the machine's load. Per adapter, what it adds is the
+median over steps of its step less the C++ client's at the same step
+(capi) less the engine's own accept calls at that step (``vllm_engine`` or
+``sglang_engine``, where run; the rows paths' own per-request fill loops
+stay in theirs). Each run prints a RESULT line of p50s and adds;
+MEDIAN lines give their medians over runs (adds also as a share of capi's
+p50).
 """
 
 from __future__ import annotations
@@ -47,7 +60,8 @@ import numpy as np
 from . import constraints
 from .client import Client
 
-PATHS = ("cpp", "capi", "vllm", "sglang", "vllm_rows", "sglang_rows")
+PATHS = ("cpp", "capi", "vllm", "sglang", "vllm_engine", "sglang_engine",
+         "vllm_rows", "sglang_rows")
 
 
 def trajectories(client: Client, constraint: bytes, count: int, length: int,
@@ -167,18 +181,23 @@ class CApi:
         c = self.client
         lengths = np.zeros(len(todo) + 1, np.int64)
         tokens = []
+        restart = []
         for i, t in enumerate(todo):
             if t is None:
-                c.close_sequence(int(self.ids[i]))
-                self.ids[i] = self.next_id
-                c.open(self.next_id, self.constraint)
-                self.next_id += 1
+                restart.append(i)
             elif t >= 0:
                 tokens.append(t)
             lengths[i + 1] = lengths[i] + (t is not None and t >= 0)
         accepted = np.array(tokens, np.int32)
         lib, h = c._lib, c._handle
         start = time.perf_counter()
+        # New requests are closed and opened inside the step, as in cpp
+        # and the adapters (each is a write to the stream).
+        for i in restart:
+            c.close_sequence(int(self.ids[i]))
+            self.ids[i] = self.next_id
+            c.open(self.next_id, self.constraint)
+            self.next_id += 1
         code = lib.grammard_client_submit_step(
             h, len(todo), self.ids.ctypes.data, None, lengths.ctypes.data,
             accepted.ctypes.data, None, None)
@@ -245,6 +264,61 @@ class Vllm:
         self.backend.destroy()
 
 
+class _NullGrammar:
+    """A grammar that does nothing: the engines' own side of their calls."""
+
+    finished = False
+
+    def accept_tokens(self, request_id, tokens):
+        return True
+
+    def accept_token(self, token):
+        pass
+
+
+class VllmEngine:
+    """The part of Vllm's step that is vLLM's own: accept_tokens per
+    request, on grammars that do nothing."""
+
+    def __init__(self, target, tokenizer, constraint, spec, walks):
+        self.names = [f"r{i}" for i in range(len(walks))]
+        self.requests = {name: _Request(_NullGrammar())
+                         for name in self.names}
+
+    def step(self, todo):
+        names, requests = self.names, self.requests
+        start = time.perf_counter()
+        for i, t in enumerate(todo):
+            so = requests[names[i]].structured_output_request
+            if t is not None and t >= 0:
+                so.grammar.accept_tokens(names[i], [t])
+        return time.perf_counter() - start
+
+    def close(self):
+        pass
+
+
+class SglangEngine:
+    """The part of Sglang's step that is SGLang's own: accept_token and
+    `finished` per request, on grammars that do nothing."""
+
+    def __init__(self, target, tokenizer, constraint, spec, walks):
+        self.grammars = [_NullGrammar() for _ in walks]
+
+    def step(self, todo):
+        grammars = self.grammars
+        start = time.perf_counter()
+        for i, t in enumerate(todo):
+            if t is not None and t >= 0:
+                g = grammars[i]
+                g.accept_token(t)
+                g.finished = False
+        return time.perf_counter() - start
+
+    def close(self):
+        pass
+
+
 class Sglang:
     """SGLang's calls: accept_token and `finished` per request (as its
     output processing makes them), then the plugin's
@@ -293,6 +367,8 @@ RUNNERS = {
     "capi": CApi,
     "vllm": Vllm,
     "sglang": Sglang,
+    "vllm_engine": VllmEngine,
+    "sglang_engine": SglangEngine,
     "vllm_rows": lambda *a: Vllm(*a, rows_path=True),
     "sglang_rows": lambda *a: Sglang(*a, rows_path=True),
 }
@@ -302,7 +378,9 @@ def interleaved(paths, target, tokenizer, constraint, spec, walks, warmup,
                 steps):
     """Per path, the p50 of its step times (us), the paths taking turns
     step by step against one daemon, so that they share its state and the
-    machine's."""
+    machine's; and per adapter path (with capi run) what it adds (us): the
+    median over steps of its time less capi's less its engine's own
+    (``*_engine``, where run) at the same step."""
     runners = {p: RUNNERS[p](target, tokenizer, constraint, spec, walks)
                for p in paths}
     times = {p: [] for p in paths}
@@ -313,7 +391,18 @@ def interleaved(paths, target, tokenizer, constraint, spec, walks, warmup,
                 times[p].append(t)
     for runner in runners.values():
         runner.close()
-    return {p: statistics.median(t) * 1e6 for p, t in times.items()}
+    p50 = {p: statistics.median(t) * 1e6 for p, t in times.items()}
+    adds = {}
+    if "capi" in times:
+        for p in paths:
+            if p == "capi" or p.endswith("_engine"):
+                continue
+            engine = times.get(p.split("_")[0] + "_engine")
+            adds[p] = statistics.median(
+                t - c - (engine[i] if engine else 0.0)
+                for i, (t, c) in enumerate(zip(times[p], times["capi"]))
+            ) * 1e6
+    return p50, adds
 
 
 def run_cpp(binary, target, tokenizer, constraint, walks, warmup, steps):
@@ -346,7 +435,11 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=50)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--paths", default=",".join(PATHS))
+    p.add_argument("--cpus", default="",
+                   help="cores to run on, e.g. 0 or 0,2 (default: any)")
     args = p.parse_args(argv)
+    if args.cpus:
+        os.sched_setaffinity(0, {int(c) for c in args.cpus.split(",")})
     with open(args.schema) as f:
         spec = json.dumps(json.load(f))
     constraint = constraints.json_schema(spec, whitespace="compact").encode()
@@ -362,6 +455,7 @@ def main(argv=None) -> int:
           file=sys.stderr)
     p50: Dict[tuple, List[float]] = {}
     in_process = [p for p in paths if p != "cpp"]
+    adds: Dict[tuple, List[float]] = {}
     for run in range(args.runs):
         for b in batches:
             walks = walks_all[:b]
@@ -370,25 +464,27 @@ def main(argv=None) -> int:
                 got["cpp"] = run_cpp(args.cpp_bench, args.target,
                                      args.tokenizer, constraint, walks,
                                      args.warmup, args.steps)
-            got.update(interleaved(in_process, args.target, args.tokenizer,
-                                   constraint, spec, walks, args.warmup,
-                                   args.steps))
+            in_p50, in_adds = interleaved(in_process, args.target,
+                                          args.tokenizer, constraint, spec,
+                                          walks, args.warmup, args.steps)
+            got.update(in_p50)
             for path, us in got.items():
                 p50.setdefault((b, path), []).append(us)
+            for path, us in in_adds.items():
+                adds.setdefault((b, path), []).append(us)
             print(f"RESULT run={run + 1} batch={b} " + " ".join(
-                f"{path}_p50_us={us:.1f}" for path, us in got.items()),
-                flush=True)
+                f"{path}_p50_us={us:.1f}" for path, us in got.items())
+                + "".join(f" {path}_adds_us={us:.1f}"
+                          for path, us in in_adds.items()), flush=True)
     for b in batches:
         med = {path: statistics.median(p50[(b, path)]) for path in paths}
         line = f"MEDIAN batch={b} " + " ".join(
             f"{path}_p50_us={us:.1f}" for path, us in med.items())
-        base = "capi" if "capi" in med else "cpp"
-        if base in med:
-            for path in paths:
-                if path not in ("cpp", "capi"):
-                    over = med[path] - med[base]
-                    line += (f" {path}_over_{base}_us={over:.1f}"
-                             f" ({100 * over / med[base]:.1f}%)")
+        for path in paths:
+            if (b, path) in adds:
+                us = statistics.median(adds[(b, path)])
+                line += (f" {path}_adds_us={us:.1f}"
+                         f" ({100 * us / med['capi']:.1f}%)")
         print(line, flush=True)
     return 0
 

@@ -5,7 +5,8 @@ checks the adapters against these tables, and, where an engine is
 installed, the tables against the engine.
 
 Each entry: class -> {method: parameter names after self}. A parameter
-list of None marks a property.
+list of None marks a property (an adapter may implement it as a plain
+attribute: the engines read and set it on instances).
 """
 
 VLLM_SOURCE = (

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import operator
 import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -46,6 +47,9 @@ from .errors import Error, InvalidArgument
 from .vllm import connect_from_env
 
 log = logging.getLogger("grammard.sglang")
+
+_STATUS = operator.attrgetter("status")  # a Seq's; LIVE is 0
+_FINISHED = operator.attrgetter("finished")
 
 try:  # the engine's bases, when SGLang is installed
     from sglang.srt.constrained import base_grammar_backend as _sgl
@@ -89,7 +93,7 @@ class GrammardGrammar(_GrammarBase):
         self._constraint = constraint
         self._seq = self._stepper.new_sequence(
             constraint, jump_forward=backend.jump_forward)
-        self._finished = False
+        self.finished = False
         self.grammar_stats = None
         self.current_token = None
 
@@ -109,13 +113,9 @@ class GrammardGrammar(_GrammarBase):
     def is_terminated(self) -> bool:
         return self._seq.status == TERMINATED
 
-    @property
-    def finished(self) -> bool:
-        return self._finished
-
-    @finished.setter
-    def finished(self, value: bool) -> None:
-        self._finished = value
+    # A plain attribute where SGLang's base has a property: the scheduler
+    # sets it per request per step and the batch path reads it per request.
+    finished = False
 
     # --------------------------------------------------------------- masks
 
@@ -206,7 +206,7 @@ class GrammardGrammar(_GrammarBase):
 def _mask_view(mask: Any, words: int) -> np.ndarray:
     """A CPU int32 mask as a numpy uint32 array (no copy), checked."""
     from . import _buffers
-    r = _buffers.mask_rows(mask, words, "vocab_mask")
+    _buffers.mask_rows(mask, words, "vocab_mask")  # raises when unfit
     if hasattr(mask, "numpy"):
         return mask.numpy().view(np.uint32)
     return np.asarray(mask).view(np.uint32)
@@ -237,7 +237,9 @@ class GrammardGrammarBackend(_BackendBase):
         self.jump_forward = jump_forward
         self.compile_timeout = compile_timeout
         self.stepper = Stepper(self.client)
-        self._batch_mask = None  # (tensor, its uint32 view, rows filled)
+        # (tensor, its uint32 view, rows filled, its heads by batch size)
+        self._batch_mask = None
+        self._batch = None  # (grammars, their sequences) of the last batch
 
     # -------------------------------------------------------- dispatching
 
@@ -315,36 +317,65 @@ class GrammardGrammarBackend(_BackendBase):
             view[np.asarray(rows), self.stepper.words:] = 0
 
     def batch_vocab_mask(self, grammars: Sequence[GrammardGrammar],
-                         rows: Sequence[int], batch_size: int,
-                         vocab_size: int):
+                         rows: Optional[Sequence[int]], batch_size: int,
+                         vocab_size: int, seqs: Optional[List[Any]] = None):
         """The batch's vocab mask (what allocate_vocab_mask and a
-        fill_vocab_mask per grammar make), rows[i] holding grammars[i]'s row
-        and every other row allowing everything, in one tensor kept from
-        step to step (SGLang moves it to the device, or applies it, before
-        the next step), so that a step writes only its rows."""
-        import torch
+        fill_vocab_mask per grammar make), rows[i] (None: i) holding
+        grammars[i]'s row and every other row allowing everything, in one
+        tensor kept from step to step (SGLang moves it to the device, or
+        applies it, before the next step), so that a step writes only its
+        rows. seqs: the grammars' sequences, where the caller has them."""
         words = (vocab_size + 31) // 32
         if words < self.stepper.words:
             raise InvalidArgument(
                 f"vocab_size {vocab_size} is smaller than the tokenizer's "
                 f"{self.stepper.vocab_size}")
         held = self._batch_mask
-        if held is None or held[0].shape[0] < batch_size or \
-                held[0].shape[1] != words:
+        if held is None or held[1].shape[0] < batch_size or \
+                held[1].shape[1] != words:
+            import torch
             tensor = torch.full((max(batch_size, 8), words), -1,
                                 dtype=torch.int32)
-            held = (tensor, tensor.numpy().view(np.uint32), ())
-        tensor, view, filled_before = held
-        self.stepper.fill_rows([g._seq for g in grammars], view, rows)
+            held = (tensor, tensor.numpy().view(np.uint32), (), {})
+        tensor, view, filled_before, heads = held
+        if seqs is None:
+            seqs = [g._seq for g in grammars]
+        self.stepper.fill_rows(seqs, view, rows)
+        if rows is None:
+            rows = range(len(seqs))
         if words > self.stepper.words:
             view[np.asarray(rows), self.stepper.words:] = 0
-        if filled_before:
+        if filled_before and not (type(rows) is range
+                                  and type(filled_before) is range
+                                  and len(filled_before) <= len(rows)):
             stale = set(filled_before)
             stale.difference_update(rows)
             for r in stale:
                 view[r] = 0xFFFFFFFF
-        self._batch_mask = (tensor, view, rows)
-        return tensor[:batch_size]
+        self._batch_mask = (tensor, view, rows, heads)
+        head = heads.get(batch_size)
+        if head is None:
+            head = heads[batch_size] = tensor[:batch_size]
+        return head
+
+    def batch_vocab_mask_all(self, grammars: Sequence[Any],
+                             vocab_size: int):
+        """batch_vocab_mask for a batch whose grammars are all this
+        backend's, live and not finished, row i holding grammars[i]'s row;
+        None, writing nothing, for any other batch. Made for the scheduler's
+        step: per request only C-level list operations."""
+        batch = self._batch
+        if batch is None or batch[0] != grammars:
+            if not all(type(g) is GrammardGrammar and g._backend is self
+                       for g in grammars):
+                return None
+            batch = self._batch = (list(grammars),
+                                   [g._seq for g in grammars])
+        seqs = batch[1]
+        if any(map(_FINISHED, grammars)) or any(map(_STATUS, seqs)):
+            return None
+        n = len(grammars)
+        return self.batch_vocab_mask(grammars, None, n, vocab_size, seqs)
 
     def shutdown(self) -> None:
         self.executor.shutdown(wait=False)

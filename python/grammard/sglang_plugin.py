@@ -10,9 +10,9 @@ selects it; and it patches ``SamplingBatchInfo.update_regex_vocab_mask`` so
 that a batch whose grammars are all grammard's is filled by one Decode step
 decoded straight into a mask tensor kept from step to step
 (``batch_vocab_mask``) instead of a fresh mask and one ``fill_vocab_mask``
-per request; other batches run SGLang's own code. Read from SGLang's base_grammar_backend.py @ 99e1c516 and
-sampling_batch_info.py @ dd99fb90 (see grammard.contracts). Calling
-register() more than once is harmless.
+per request; other batches run SGLang's own code. Read from SGLang's
+base_grammar_backend.py @ 99e1c516 and sampling_batch_info.py @ dd99fb90
+(see grammard.contracts). Calling register() more than once is harmless.
 """
 
 from __future__ import annotations
@@ -53,10 +53,18 @@ def patch_batch_info(batch_info_cls) -> None:
     if getattr(batch_info_cls, "_grammard", False):
         return
     original = batch_info_cls.update_regex_vocab_mask
+    from .sglang import GrammardGrammar
 
     def update_regex_vocab_mask(self):
-        from .sglang import GrammardGrammar
         grammars = getattr(self, "grammars", None)
+        first = grammars[0] if grammars else None
+        if isinstance(first, GrammardGrammar):
+            mask = first._backend.batch_vocab_mask_all(grammars,
+                                                       self.vocab_size)
+            if mask is not None:
+                self.vocab_mask = first.move_vocab_mask(mask, self.device)
+                self.apply_mask_func = first.apply_vocab_mask
+                return None
         present = [g for g in grammars or () if g is not None]
         if not present or not all(isinstance(g, GrammardGrammar)
                                   for g in present):

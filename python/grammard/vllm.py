@@ -32,14 +32,16 @@ expected to have refused the constraint first); with
 grammar that ends it with EOS at once and the error is logged, so that no
 request can stop the engine.
 
-Thread-safety: as the manager uses it (fills from several threads at once,
-compiles on a pool); every method is safe from any thread.
+Thread-safety: as the manager uses it: compiles on a pool, fills from
+several threads at once, everything else from the engine core's thread
+(see ``_stepper``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import operator
 import os
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -53,6 +55,8 @@ from .constraints import (Constraint, JsonOptions, choice, ebnf, json_object,
 from .errors import Error, InvalidArgument
 
 log = logging.getLogger("grammard.vllm")
+
+_STATUS = operator.attrgetter("status")  # a Seq's; LIVE is 0
 
 try:  # the engine's abstract bases, when vLLM is installed
     from vllm.v1.structured_output.backend_types import (
@@ -178,7 +182,10 @@ class GrammardBackend(_BackendBase):
         self.on_compile_error = on_compile_error
         self.stepper = Stepper(self.client)
         self.words = (self.vocab_size + 31) // 32  # the bitmask's width
-        self._target = None  # (tensor, address, row stride in bytes)
+        # (tensor, address, row stride in bytes, rows, uint32 view, the
+        # manager's results by batch size) of the manager's bitmask.
+        self._target = None
+        self._batch = None  # (grammars, their sequences) of the last batch
 
     # ------------------------------------------------------- the contract
 
@@ -221,8 +228,33 @@ class GrammardBackend(_BackendBase):
         if self.words > self.stepper.words:
             view[np.asarray(rows), self.stepper.words:] = 0
 
+    def fill_batch(self, grammars: Sequence["GrammardGrammar"],
+                   bitmask: Any) -> Optional[np.ndarray]:
+        """fill_rows into rows 0..n-1 for a batch of live grammars, returning
+        the manager's result (the bitmask's first n rows as numpy); None,
+        writing nothing, when one of them has ended (the caller then fills
+        row by row). Made for the engine's step: per request only C-level
+        list operations."""
+        batch = self._batch
+        if batch is None or batch[0] != grammars:
+            batch = self._batch = (list(grammars),
+                                   [g._seq for g in grammars])
+        seqs = batch[1]
+        if any(map(_STATUS, seqs)):
+            return None
+        target = self._target_of(bitmask)
+        n = len(seqs)
+        self.stepper.fill_rows(seqs, target[4], None)
+        if self.words > self.stepper.words:
+            target[4][:n, self.stepper.words:] = 0
+        results = target[5]
+        result = results.get(n)
+        if result is None:
+            result = results[n] = bitmask[:n].numpy()
+        return result
+
     def _target_of(self, bitmask: Any):
-        """(bitmask, address, row stride in bytes, rows, uint32 view) of a
+        """(bitmask, address, row stride in bytes, rows, uint32 view, {}) of a
         CPU int32 bitmask with rows at least `words` wide, checked once per
         bitmask (the manager keeps one)."""
         t = self._target
@@ -236,11 +268,12 @@ class GrammardBackend(_BackendBase):
         view = array.view(np.uint32)
         if view.ndim == 1:
             view = view.reshape(1, -1)
-        self._target = (bitmask, r.address, r.row_stride * 4, r.rows, view)
+        self._target = (bitmask, r.address, r.row_stride * 4, r.rows, view,
+                        {})
         return self._target
 
     def _fill_one(self, seq, bitmask: Any, batch_index: int) -> None:
-        _, address, stride, rows, _ = self._target_of(bitmask)
+        _, address, stride, rows, _, _ = self._target_of(bitmask)
         if not 0 <= batch_index < rows:
             raise InvalidArgument(
                 f"batch_index {batch_index} outside a bitmask of {rows} rows")

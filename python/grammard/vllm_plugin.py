@@ -34,6 +34,8 @@ import logging
 import os
 import threading
 
+from ._stepper import TERMINATED
+
 log = logging.getLogger("grammard.vllm_plugin")
 
 _lock = threading.Lock()
@@ -77,10 +79,10 @@ def patch_manager(manager_cls) -> None:
         return
     original_init = manager_cls.grammar_init
     original_bitmask = manager_cls.grammar_bitmask
+    from .vllm import GrammardBackend
 
     def grammar_init(self, request):
         if getattr(self, "backend", None) is None:
-            from .vllm import GrammardBackend
             config = self.vllm_config
             tokenizer = getattr(self, "tokenizer", None)
             self.backend = GrammardBackend(
@@ -91,7 +93,6 @@ def patch_manager(manager_cls) -> None:
 
     def grammar_bitmask(self, requests, structured_output_request_ids,
                         scheduled_spec_decode_tokens):
-        from .vllm import GrammardBackend
         backend = getattr(self, "backend", None)
         if not isinstance(backend, GrammardBackend):
             return original_bitmask(self, requests,
@@ -124,7 +125,6 @@ def _batched_bitmask(manager, backend, requests, ids, grammars):
     """The manager's bitmask for a batch without drafts, one row per
     request in `ids` order, filled by one fill_rows; None where this vLLM
     differs from what it expects (the caller then runs vLLM's own)."""
-    from ._stepper import TERMINATED
     try:
         bitmask = getattr(manager, "_grammar_bitmask", None)
         if bitmask is None:
@@ -138,6 +138,10 @@ def _batched_bitmask(manager, backend, requests, ids, grammars):
         if getattr(manager, "reasoner", True) is None:
             # No reasoning parser: every request fills (vLLM's own test).
             should_fill = None
+        if should_fill is None and None not in grammars:
+            out = backend.fill_batch(grammars, bitmask)
+            if out is not None:
+                return out
         fill, rows = [], []
         for row, (i, g) in enumerate(zip(ids, grammars)):
             # g._seq.status: is_terminated() without the call (the grammars

@@ -11,8 +11,8 @@ accept_token per request (ValueError: the request is aborted) and
 `finished` set. EAGLE-style draft chains walk each chain with accept_token
 and fill_vocab_mask, then roll the whole chain back.
 
-With `plugin=True` the driver fills through grammard's batched fill_rows,
-as the SGLang plugin's patched mask update does.
+With `plugin=True` the driver fills through the SGLang plugin's patched
+mask update.
 """
 
 import time
@@ -20,7 +20,17 @@ import time
 import numpy as np
 import torch
 
+from grammard import bench, sglang_plugin
+
 import cases
+
+
+class BatchInfo(bench._BatchInfo):
+    """SamplingBatchInfo, as far as the mask update goes, patched by the
+    plugin."""
+
+
+sglang_plugin.patch_batch_info(BatchInfo)
 
 
 class Request(cases.Request):
@@ -81,17 +91,17 @@ class SglangDriver(cases.Driver):
             rows = self._draft_rows(batch)
         else:
             first = batch[0].grammar
-            mask = first.allocate_vocab_mask(vocab, len(batch), "cpu")
-            live = [(r, i) for i, r in enumerate(batch)
-                    if not r.grammar.finished
-                    and not r.grammar.is_terminated()]
             if self.plugin:
-                self.backend.fill_rows([r.grammar for r, _ in live], mask,
-                                       [i for _, i in live])
+                info = BatchInfo([r.grammar for r in batch], vocab)
+                info.update_regex_vocab_mask()
+                mask = info.vocab_mask
             else:
-                for r, i in live:
-                    r.grammar.fill_vocab_mask(mask, i)
-            mask = first.move_vocab_mask(mask, "cpu")
+                mask = first.allocate_vocab_mask(vocab, len(batch), "cpu")
+                for i, r in enumerate(batch):
+                    if not r.grammar.finished and \
+                            not r.grammar.is_terminated():
+                        r.grammar.fill_vocab_mask(mask, i)
+                mask = first.move_vocab_mask(mask, "cpu")
             logits = torch.stack([self.model.logits(r.seed, len(r.output))
                                   for r in batch])
             first.apply_vocab_mask(logits=logits, vocab_mask=mask)

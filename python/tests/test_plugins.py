@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 import torch
 
-import grammard
 from grammard import sglang_plugin, vllm_plugin
 from grammard.bench import _BatchInfo
 from grammard.sglang import GrammardGrammar, GrammardGrammarBackend

@@ -130,6 +130,25 @@ def test_batched_fill_decodes_in_place(stepper, llama3):
     assert stepper.flushes == 5
 
 
+def test_a_batch_decoded_in_place_lets_go_of_rows_held_before(stepper,
+                                                               llama3):
+    seqs = [seq(stepper, grammard.regex(r)) for r in ("a+", "b+")]
+    for s in seqs:  # per-row fills: the step's rows are held
+        stepper.row(s)
+    assert len(stepper._rows_of) == 2
+    for s, c in zip(seqs, "ab"):
+        assert stepper.accept(s, tokens(llama3, c))
+    out = np.zeros((2, stepper.words), np.uint32)
+    stepper.fill_rows(seqs, out)  # row i for seqs[i]
+    assert stepper.flushes == 2
+    # The held rows are stale: kept, they would pin their buffer and send
+    # every later accept down the slow path that checks held rows.
+    assert not stepper._rows_of
+    for r, c in zip(out, "ab"):
+        assert cases.allowed(r, EOS) and cases.allowed(r, tokens(llama3,
+                                                                 c)[0])
+
+
 def test_released_sequences_close_at_the_next_step(stepper, llama3):
     a = seq(stepper, grammard.regex("a+"))
     b = seq(stepper, grammard.regex("b+"))

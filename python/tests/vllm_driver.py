@@ -14,14 +14,17 @@ trimmed with validate_tokens.
 
 With `plugin=True` the driver calls what grammard's vLLM plugin adds:
 prefetch (the drafts of every request before validation and before the
-bitmask) and fill_rows (one batched fill where there are no drafts).
+bitmask) and the plugin's batched bitmask where there are no drafts.
 """
 
 import concurrent.futures
 import random
 import time
+import types
 
 import numpy as np
+
+from grammard import vllm_plugin
 
 import cases
 
@@ -90,16 +93,25 @@ class VllmDriver(cases.Driver):
         for r in batch:
             first.append(at)
             at += 1 + len(r.drafts)
+        if self.plugin and not any(r.drafts for r in batch):
+            # The plugin's grammar_bitmask for a batch without drafts.
+            manager = types.SimpleNamespace(_grammar_bitmask=bitmask,
+                                            reasoner=None)
+            requests = {r.rid: types.SimpleNamespace(
+                structured_output_request=types.SimpleNamespace(
+                    grammar=r.grammar)) for r in batch}
+            rows = vllm_plugin._batched_bitmask(
+                manager, self.backend, requests, [r.rid for r in batch],
+                [r.grammar for r in batch])
+            assert rows is not None
+            return rows, first
         if not any(r.drafts for r in batch):
             live = [(r, i) for r, i in zip(batch, first)
                     if not r.grammar.is_terminated()]
             for r, i in zip(batch, first):
                 if r.grammar.is_terminated():
                     bitmask[i].fill_(-1)
-            if self.plugin:
-                self.backend.fill_rows([r.grammar for r, _ in live], bitmask,
-                                       [i for _, i in live])
-            elif self.parallel:
+            if self.parallel:
                 chunks = [live[k:k + 16] for k in range(0, len(live), 16)]
                 futures = [self.fill_pool.submit(self._fill_chunk, bitmask, c)
                            for c in chunks]
