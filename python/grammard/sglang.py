@@ -60,6 +60,9 @@ except Exception:
     _BackendBase = object
     _GrammarBase = object
 
+# As in grammard.vllm: what a class with slots adds where the base is object.
+_OPEN_SLOTS = ("__dict__", "__weakref__") if _GrammarBase is object else ()
+
 ANY_JSON = "$$ANY$$"  # SGLang's key for "any JSON object"
 
 
@@ -87,6 +90,13 @@ def invalid_grammar(message: str):
 class GrammardGrammar(_GrammarBase):
     """BaseGrammarObject: one request's sequence on the backend's stream."""
 
+    # Slots: the scheduler touches every grammar of the batch each step
+    # (accept_token, finished), mostly no longer in cache. `finished` is a
+    # plain attribute where SGLang's base has a property: set and read per
+    # request per step.
+    __slots__ = ("_backend", "_stepper", "_constraint", "_seq", "finished",
+                 "grammar_stats", "current_token") + _OPEN_SLOTS
+
     def __init__(self, backend: "GrammardGrammarBackend", constraint: bytes):
         self._backend = backend
         self._stepper = backend.stepper
@@ -112,10 +122,6 @@ class GrammardGrammar(_GrammarBase):
 
     def is_terminated(self) -> bool:
         return self._seq.status == TERMINATED
-
-    # A plain attribute where SGLang's base has a property: the scheduler
-    # sets it per request per step and the batch path reads it per request.
-    finished = False
 
     # --------------------------------------------------------------- masks
 

@@ -66,6 +66,11 @@ except Exception:  # no vLLM (or another layout): stand-alone classes
     _BackendBase = object
     _GrammarBase = object
 
+# What a class with slots adds so that its instances still take any
+# attribute and weak references, as the engine's (a base of its own already
+# gives them both).
+_OPEN_SLOTS = ("__dict__", "__weakref__") if _GrammarBase is object else ()
+
 DEFAULT_TARGET = "127.0.0.1:50051"
 
 # vLLM's StructuredOutputOptions names, in the enum's order.
@@ -289,14 +294,17 @@ class GrammardBackend(_BackendBase):
 class GrammardGrammar(_GrammarBase):
     """StructuredOutputGrammar: one request's sequence on the stream."""
 
+    # Slots: accept_tokens runs once per request per engine step, mostly on
+    # objects no longer in cache; it reads this object and its sequence.
+    __slots__ = ("_backend", "_stepper", "_seq") + _OPEN_SLOTS
+
     def __init__(self, backend: GrammardBackend, seq):
         self._backend = backend
         self._stepper = backend.stepper
-        self._accept = backend.stepper.accept  # once per request per step
         self._seq = seq
 
     def accept_tokens(self, request_id: str, tokens: List[int]) -> bool:
-        return self._accept(self._seq, tokens)
+        return self._stepper.accept(self._seq, tokens)
 
     def validate_tokens(self, tokens: List[int]) -> List[int]:
         return list(tokens[:self._stepper.validate(self._seq, tokens)])
