@@ -903,8 +903,12 @@ grpc::Status GrammardService::Compile(grpc::ServerContext* context,
     if (entry == nullptr && request->wait()) {
       // However long the client would wait: a compile queued behind others
       // answers COMPILING after twice the compile deadline, and the client
-      // asks again.
-      const auto longest = Clock::now() + 2 * compiles_->timeout();
+      // asks again. The second beyond it is for a compile that notices its
+      // deadline only at its next check: with a deadline of milliseconds,
+      // waiting for exactly twice that answered COMPILING instead of its
+      // DEADLINE_EXCEEDED.
+      const auto longest =
+          Clock::now() + 2 * compiles_->timeout() + std::chrono::seconds(1);
       entry = submitted->job->WaitUntil(
           std::min(longest, SteadyDeadline(*context)),
           [context] { return context->IsCancelled(); });
