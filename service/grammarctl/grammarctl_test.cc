@@ -87,6 +87,32 @@ std::vector<std::string> Lines(const std::string& text) {
   return lines;
 }
 
+// Needs no daemon: --help prints the usage and the constraint flags (absl
+// printed "No flags matched" when the flags lived in main.cc).
+TEST(GrammarctlHelpTest, HelpPrintsUsageAndTheConstraintFlags) {
+  const std::string command =
+      grammard::testing::RunfilePath("service/grammarctl/grammarctl") +
+      " --help 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  char buffer[4096];
+  for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;) {
+    out.append(buffer, n);
+  }
+  pclose(pipe);
+  EXPECT_NE(out.find("grammarctl compile  --target=HOST:PORT"),
+            std::string::npos)
+      << out;
+  for (const char* flag : {"--json_schema", "--regex", "--ebnf", "--choices",
+                           "--json_object", "--structural_tag", "--target"}) {
+    EXPECT_NE(out.find(std::string(flag) + " ("), std::string::npos)
+        << flag << " missing from:\n"
+        << out;
+  }
+  EXPECT_EQ(out.find("No flags matched"), std::string::npos) << out;
+}
+
 TEST_F(GrammarctlTest, CompilesASchemaFile) {
   const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/s.json";
   std::ofstream(path) << kSchema;

@@ -15,6 +15,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/grammard.grpc.pb.h"
@@ -174,13 +175,27 @@ int RunGenerate(v1::Grammard::Stub* stub, const v1::Constraint& constraint) {
 
 }  // namespace
 
+// What --help prints above the flags (those of this file: absl's --help
+// shows the flags of <program>_main.cc).
+constexpr char kUsage[] =
+    R"(a command-line client of grammard, for trying grammars by hand.
+
+  grammarctl compile  --target=HOST:PORT --tokenizer=NAME <constraint>
+  grammarctl generate --target=HOST:PORT --tokenizer=NAME <constraint>
+                      [--seed=1 --max_tokens=256 --sequences=1]
+
+<constraint> is one of --json_schema, --regex, --ebnf, --choices,
+--json_object, --structural_tag (JSON layout: --whitespace, --lenient).
+Exit status: 0 on success, 1 on an RPC, compile or step error, 2 on bad
+usage.)";
+
 int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kUsage);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   const std::string command = args.size() == 2 ? args[1] : "";
   if (command != "compile" && command != "generate") {
-    std::fprintf(stderr,
-                 "usage: grammarctl compile|generate --target=HOST:PORT "
-                 "--tokenizer=NAME <constraint flags> (--helpfull)\n");
+    std::fprintf(stderr, "grammarctl: %s\n",
+                 std::string(absl::ProgramUsageMessage()).c_str());
     return 2;
   }
   absl::StatusOr<v1::Constraint> constraint = ConstraintFromFlags();
