@@ -3,13 +3,13 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "grammar/syntax/internal/utf8.h"
+#include "grammar/base/utf8.h"
 
 namespace grammard::service {
 
 absl::Status CheckUtf8(std::string_view value, std::string_view field) {
   size_t at = 0;
-  if (grammar::internal::IsValidUtf8(value, &at)) return absl::OkStatus();
+  if (grammar::base::IsValidUtf8(value, &at)) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat(std::string(field), " is not valid UTF-8 (byte ", at, " of ",
                    value.size(), ")"));

@@ -1,6 +1,6 @@
-#include "grammar/syntax/internal/utf8.h"
+#include "grammar/base/utf8.h"
 
-namespace grammard::grammar::internal {
+namespace grammard::grammar::base {
 
 void AppendUtf8(uint32_t cp, std::string* out) {
   if (cp < 0x80) {
@@ -70,4 +70,4 @@ bool IsValidUtf8(std::string_view text, size_t* error_offset) {
   return true;
 }
 
-}  // namespace grammard::grammar::internal
+}  // namespace grammard::grammar::base

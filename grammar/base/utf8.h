@@ -7,15 +7,15 @@
 // output may contain.
 //
 // Cost: O(1) per code point, no allocation except appending. Thread-safe.
-#ifndef GRAMMARD_GRAMMAR_SYNTAX_INTERNAL_UTF8_H_
-#define GRAMMARD_GRAMMAR_SYNTAX_INTERNAL_UTF8_H_
+#ifndef GRAMMARD_GRAMMAR_BASE_UTF8_H_
+#define GRAMMARD_GRAMMAR_BASE_UTF8_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
-namespace grammard::grammar::internal {
+namespace grammard::grammar::base {
 
 inline constexpr uint32_t kMaxCodepoint = 0x10FFFF;
 inline constexpr uint32_t kSurrogateLo = 0xD800;
@@ -42,6 +42,6 @@ bool DecodeUtf8(std::string_view text, size_t* pos, uint32_t* cp);
 // null) receives the offset of the first invalid byte.
 bool IsValidUtf8(std::string_view text, size_t* error_offset = nullptr);
 
-}  // namespace grammard::grammar::internal
+}  // namespace grammard::grammar::base
 
-#endif  // GRAMMARD_GRAMMAR_SYNTAX_INTERNAL_UTF8_H_
+#endif  // GRAMMARD_GRAMMAR_BASE_UTF8_H_

@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "grammar/base/utf8.h"
 #include "grammar/syntax/grammar_passes.h"
-#include "grammar/syntax/internal/utf8.h"
 
 namespace grammard::grammar {
 
@@ -19,7 +19,7 @@ absl::StatusOr<Grammar> ChoiceGrammar(const std::vector<std::string>& choices) {
   std::set<std::string_view> seen;
   for (size_t i = 0; i < choices.size(); ++i) {
     size_t offset = 0;
-    if (!internal::IsValidUtf8(choices[i], &offset)) {
+    if (!base::IsValidUtf8(choices[i], &offset)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "choice: choice ", i, " is not valid UTF-8 (byte ", offset, ")"));
     }

@@ -10,9 +10,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "grammar/base/utf8.h"
 #include "grammar/syntax/bounded_json.h"
 #include "grammar/syntax/grammar_passes.h"
-#include "grammar/syntax/internal/utf8.h"
 #include "nlohmann/json.hpp"
 
 namespace grammard::grammar {
@@ -298,7 +298,7 @@ absl::StatusOr<StructuralTagResult> StructuralTagGrammar(
   for (size_t t = 0; t < triggers.size(); ++t) {
     for (size_t pos = 0; pos < triggers[t].size();) {
       uint32_t cp = 0;
-      if (!internal::DecodeUtf8(triggers[t], &pos, &cp)) {
+      if (!base::DecodeUtf8(triggers[t], &pos, &cp)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "structural tag: trigger \"", triggers[t], "\" is not UTF-8"));
       }

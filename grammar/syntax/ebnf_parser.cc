@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "grammar/syntax/internal/utf8.h"
+#include "grammar/base/utf8.h"
 
 namespace grammard::grammar {
 namespace {
@@ -49,7 +49,7 @@ class EbnfParser {
 
   absl::StatusOr<Grammar> Parse(std::string_view root_rule) {
     size_t bad_offset = 0;
-    if (!internal::IsValidUtf8(text_, &bad_offset)) {
+    if (!base::IsValidUtf8(text_, &bad_offset)) {
       return Error(bad_offset, "invalid UTF-8 in the grammar text");
     }
     SkipSpace();
@@ -385,7 +385,7 @@ class EbnfParser {
     }
     size_t end = pos_;
     uint32_t cp = 0;
-    internal::DecodeUtf8(text_, &end, &cp);
+    base::DecodeUtf8(text_, &end, &cp);
     return Error(pos_, absl::StrCat("unexpected '", Source(pos_, end),
                                     "'; expected a string, a character class, "
                                     "a rule name or a group"));
@@ -445,7 +445,7 @@ class EbnfParser {
       }
       absl::StatusOr<uint32_t> cp = ParseChar(EscapeContext::kString);
       if (!cp.ok()) return cp.status();
-      internal::AppendUtf8(*cp, &bytes);
+      base::AppendUtf8(*cp, &bytes);
     }
     ++pos_;
     return grammar_.AddBytes(bytes);
@@ -499,7 +499,7 @@ class EbnfParser {
     const size_t start = pos_;
     if (Peek() != '\\') {
       uint32_t cp = 0;
-      internal::DecodeUtf8(text_, &pos_, &cp);  // Validated up front.
+      base::DecodeUtf8(text_, &pos_, &cp);  // Validated up front.
       if (context == EscapeContext::kByteClass && cp >= 0x80) {
         return Error(start,
                      "a byte class %[...] takes ASCII characters and "
@@ -559,7 +559,7 @@ class EbnfParser {
     pos_ = start;
     size_t end = start + 1;
     uint32_t cp = 0;
-    if (!internal::DecodeUtf8(text_, &end, &cp)) end = text_.size();
+    if (!base::DecodeUtf8(text_, &end, &cp)) end = text_.size();
     return Error(start, absl::StrCat("invalid escape sequence \\",
                                      Source(start + 1, end)));
   }
@@ -584,12 +584,12 @@ class EbnfParser {
       }
       return value;
     }
-    if (internal::IsSurrogate(value)) {
+    if (base::IsSurrogate(value)) {
       return Error(start, absl::StrCat(Source(start, pos_),
                                        " is a surrogate code point, which "
                                        "UTF-8 cannot encode"));
     }
-    if (value > internal::kMaxCodepoint) {
+    if (value > base::kMaxCodepoint) {
       return Error(start, absl::StrCat(Source(start, pos_),
                                        " is beyond the last code point "
                                        "U+10FFFF"));

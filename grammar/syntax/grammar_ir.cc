@@ -6,14 +6,14 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "grammar/syntax/internal/utf8.h"
+#include "grammar/base/utf8.h"
 
 namespace grammard::grammar {
 namespace {
 
-using internal::kMaxCodepoint;
-using internal::kSurrogateHi;
-using internal::kSurrogateLo;
+using base::kMaxCodepoint;
+using base::kSurrogateHi;
+using base::kSurrogateLo;
 
 std::vector<CharRange> SortAndMerge(std::vector<CharRange> ranges,
                                     uint32_t max_value) {
@@ -126,7 +126,7 @@ void AppendStringChar(uint32_t cp, std::string* out) {
     out->push_back('\\');
     out->push_back(static_cast<char>(cp));
   } else if (PrintsRaw(cp)) {
-    internal::AppendUtf8(cp, out);
+    base::AppendUtf8(cp, out);
   } else {
     AppendCodepointEscape(cp, out);
   }
@@ -137,7 +137,7 @@ void AppendClassChar(uint32_t cp, std::string* out) {
     out->push_back('\\');
     out->push_back(static_cast<char>(cp));
   } else if (PrintsRaw(cp)) {
-    internal::AppendUtf8(cp, out);
+    base::AppendUtf8(cp, out);
   } else {
     AppendCodepointEscape(cp, out);
   }
@@ -224,7 +224,7 @@ class Printer {
         break;
       case ExprKind::kBytes:
         // Invalid UTF-8 prints as a sequence of strings and byte classes.
-        parens = !internal::IsValidUtf8(e.bytes) &&
+        parens = !base::IsValidUtf8(e.bytes) &&
                  (context == Context::kSequence || context == Context::kRepeat);
         break;
       default:
@@ -283,7 +283,7 @@ class Printer {
     while (pos < bytes.size()) {
       uint32_t cp;
       size_t next = pos;
-      if (internal::DecodeUtf8(bytes, &next, &cp)) {
+      if (base::DecodeUtf8(bytes, &next, &cp)) {
         if (!in_string) {
           if (!first) out->push_back(' ');
           out->push_back('"');

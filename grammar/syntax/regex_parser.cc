@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "grammar/syntax/internal/utf8.h"
+#include "grammar/base/utf8.h"
 
 namespace grammard::grammar {
 namespace {
@@ -67,7 +67,7 @@ class RegexParser {
 
   absl::StatusOr<Grammar> Parse() {
     size_t bad_offset = 0;
-    if (!internal::IsValidUtf8(pattern_, &bad_offset)) {
+    if (!base::IsValidUtf8(pattern_, &bad_offset)) {
       return Error(bad_offset, "invalid UTF-8 in the pattern");
     }
     Anchors anchors;
@@ -166,13 +166,13 @@ class RegexParser {
             term, "anchors (^, $) inside a repeated group are not supported");
       }
       if (character.has_value() && !*quantified) {
-        internal::AppendUtf8(*character, &literal);
+        base::AppendUtf8(*character, &literal);
       } else {
         flush();
         int32_t expr = *atom;
         if (character.has_value()) {
           std::string bytes;
-          internal::AppendUtf8(*character, &bytes);
+          base::AppendUtf8(*character, &bytes);
           expr = grammar_.AddBytes(bytes);
         }
         if (*quantified) {
@@ -252,7 +252,7 @@ class RegexParser {
         break;
     }
     uint32_t cp = 0;
-    internal::DecodeUtf8(pattern_, &pos_, &cp);  // Validated up front.
+    base::DecodeUtf8(pattern_, &pos_, &cp);  // Validated up front.
     *character = cp;
     return -1;
   }
@@ -451,7 +451,7 @@ class RegexParser {
     if (Peek() == '\\') return ParseEscape(/*in_class=*/true);
     ClassAtom atom;
     atom.offset = pos_;
-    internal::DecodeUtf8(pattern_, &pos_, &atom.cp);
+    base::DecodeUtf8(pattern_, &pos_, &atom.cp);
     return atom;
   }
 
@@ -546,7 +546,7 @@ class RegexParser {
     }
     // Any other character (\_ and punctuation) stands for itself.
     pos_ = start + 1;
-    internal::DecodeUtf8(pattern_, &pos_, &atom.cp);
+    base::DecodeUtf8(pattern_, &pos_, &atom.cp);
     return atom;
   }
 
@@ -581,7 +581,7 @@ class RegexParser {
         return Error(start,
                      "\\u{ must be followed by hexadecimal digits and }");
       }
-      if (v > internal::kMaxCodepoint) {
+      if (v > base::kMaxCodepoint) {
         return Error(start, "\\u{...} is beyond the Unicode range");
       }
       pos_ = p + 1;
@@ -599,7 +599,7 @@ class RegexParser {
       }
       pos_ = save;
     }
-    if (internal::IsSurrogate(value)) {
+    if (base::IsSurrogate(value)) {
       return Error(start, "a lone surrogate cannot be matched in UTF-8 text");
     }
     return value;

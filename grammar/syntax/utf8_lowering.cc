@@ -6,14 +6,14 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "grammar/syntax/internal/utf8.h"
+#include "grammar/base/utf8.h"
 
 namespace grammard::grammar {
 namespace {
 
-using internal::kMaxCodepoint;
-using internal::kSurrogateHi;
-using internal::kSurrogateLo;
+using base::kMaxCodepoint;
+using base::kSurrogateHi;
+using base::kSurrogateLo;
 
 void Split(uint32_t lo, uint32_t hi, std::vector<Utf8Sequence>* out) {
   if (lo > hi) return;
@@ -52,8 +52,8 @@ void Split(uint32_t lo, uint32_t hi, std::vector<Utf8Sequence>* out) {
   }
   std::string a;
   std::string b;
-  internal::AppendUtf8(lo, &a);
-  internal::AppendUtf8(hi, &b);
+  base::AppendUtf8(lo, &a);
+  base::AppendUtf8(hi, &b);
   Utf8Sequence seq;
   for (size_t i = 0; i < a.size(); ++i) {
     seq.bytes.push_back(

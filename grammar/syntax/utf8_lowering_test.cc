@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "grammar/base/utf8.h"
 #include "grammar/syntax/ebnf_parser.h"
-#include "grammar/syntax/internal/utf8.h"
 #include "gtest/gtest.h"
 
 namespace grammard::grammar {
@@ -103,7 +103,7 @@ bool InRanges(const std::vector<CharRange>& ranges, uint32_t cp) {
 
 std::string Encode(uint32_t cp) {
   std::string out;
-  internal::AppendUtf8(cp, &out);
+  base::AppendUtf8(cp, &out);
   return out;
 }
 
@@ -143,7 +143,7 @@ void CheckClass(const std::vector<CharRange>& ranges,
   ASSERT_TRUE(lowered->Validate().ok());
   const LoweredClass cls(*lowered, lowered->rules[0].body);
   for (uint32_t cp : code_points) {
-    if (!internal::IsScalarValue(cp)) continue;
+    if (!base::IsScalarValue(cp)) continue;
     ASSERT_EQ(cls.Matches(Encode(cp)), InRanges(normal, cp))
         << "U+" << std::hex << cp << " class " << g.ToString();
   }

@@ -32,9 +32,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "grammar/base/utf8.h"
 #include "grammar/deadline.h"
 #include "grammar/syntax/grammar_ir.h"
-#include "grammar/syntax/internal/utf8.h"
 
 namespace grammard::grammar::json_schema_internal {
 
@@ -142,9 +142,9 @@ bool Matches(const CharDfa& dfa, std::string_view text);
 bool Example(const CharDfa& dfa, std::string* out);
 
 // The strict UTF-8 helpers of the syntax layer.
-using internal::AppendUtf8;
-using internal::DecodeUtf8;
-using internal::kMaxCodepoint;
+using base::AppendUtf8;
+using base::DecodeUtf8;
+using base::kMaxCodepoint;
 // The number of code points, or -1 for invalid UTF-8.
 int64_t CodepointCount(std::string_view text);
 
