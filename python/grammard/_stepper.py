@@ -44,9 +44,10 @@ from __future__ import annotations
 import array
 import ctypes
 import itertools
+import operator
 import threading
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -54,6 +55,8 @@ from . import _buffers, errors
 from .client import Client, State, StepResult
 
 LIVE, TERMINATED, FAILED = 0, 1, 2
+
+_STATUS = operator.attrgetter("status")
 
 _NO_DRAFTS: Tuple[int, ...] = ()
 
@@ -117,6 +120,7 @@ class Stepper:
         self._flags = np.zeros(0, np.uint8)
         self._codes_addr = self._flags_addr = 0
         self._batch = None  # (seqs, ids, ids array, its address)
+        self._grammars = None  # (grammars, their seqs): see live_batch
         self._out = (None, 0, 0, 0)  # (out, address, row stride, rows)
         self._retry_timeout = retry_timeout
         self.flushes = 0  # Decode steps sent (tests count them)
@@ -332,60 +336,86 @@ class Stepper:
                 self._drafts[s.sid] = d
                 self._dirty[s.sid] = s
 
+    def live_batch(self, grammars: Sequence[Any],
+                   check: Optional[Callable[[Sequence[Any]], bool]] = None
+                   ) -> Optional[List[Seq]]:
+        """The sequences of a batch of the adapters' grammar objects (each
+        holds its sequence as `_seq`), or None when one of them is not live
+        or, for a batch not seen last time, `check` refuses it. The list is
+        kept while the batch's composition holds (engines step the same
+        requests in the same order for many steps), so that a step does per
+        request only C-level list work."""
+        held = self._grammars
+        if held is None or held[0] != grammars:
+            if check is not None and not check(grammars):
+                return None
+            held = self._grammars = (list(grammars),
+                                     [g._seq for g in grammars])
+        seqs = held[1]
+        return None if any(map(_STATUS, seqs)) else seqs
+
     def fill_rows(self, seqs: Sequence[Seq], out: np.ndarray,
                   rows: Optional[Sequence[int]] = None) -> None:
         """Writes each sequence's current row (uint32 words) into out[rows[i]]
         (out: 2-D, C-contiguous rows of at least `words` words; rows
         distinct; None: row i). When the step carries only sequences of this
         batch, the daemon's rows are decoded straight into `out`; otherwise
-        they are flushed and copied."""
+        they are flushed and copied. Columns past `words` (a model's
+        vocabulary wider than the tokenizer's) are zeroed in those rows."""
         with self._lock:
-            if self._closed:
-                raise errors.FailedPrecondition("the client is closed")
-            if self._closing:
-                self._drop_closed()
-            batch = self._batch
-            if batch is None or batch[0] != seqs:
-                # Engines step the same requests in the same order for many
-                # steps: the batch's ids are made once per composition.
-                ids = [s.sid for s in seqs]
-                ids_a = np.array(ids, np.uint64)
-                batch = self._batch = (list(seqs), ids, ids_a,
-                                       _address(ids_a))
-            ids = batch[1]
-            if (ids == self._acc_sids and not self._dirty
-                    and not self._drafts):
-                # The common step: every sequence of the batch accepted one
-                # token, in batch order, and nothing else changed.
-                accepted = array.array("i", self._acc_toks)  # int32
-                self._acc_sids, self._acc_toks = [], []
-                self._step(ids, accepted, self._offsets(len(ids)), None,
-                           None, out, rows, batch[2:],
-                           accepted.buffer_info()[0])
-                if self._failed_last:
-                    self._copy_failed(seqs, out, rows)
-                return
-            if rows is None:
-                rows = range(len(ids))
-            wanted = set(ids)
-            pending = set(self._acc_sids)
-            pending.update(self._dirty)
-            extra = wanted - pending
-            if extra:  # not stepped this time: held rows, failed or ended
-                for sid in extra:
-                    s = self._live.get(sid)
-                    if (s is not None and s.status == LIVE
-                            and self._current(s) is None):
-                        self._dirty[sid] = s
-                        pending.add(sid)
-                extra = wanted - pending
-            if pending and pending <= wanted and not self._drafts:
-                self._flush(out=out, out_rows=dict(zip(ids, rows)))
-            elif pending:
-                self._flush()
-                extra = wanted
-            if extra or self._failed_last:
+            self._fill_rows(seqs, out, rows)
+        if out.shape[1] > self.words:
+            at = slice(0, len(seqs)) if rows is None else np.asarray(rows)
+            out[at, self.words:] = 0
+
+    def _fill_rows(self, seqs, out, rows) -> None:
+        """fill_rows, lock held."""
+        if self._closed:
+            raise errors.FailedPrecondition("the client is closed")
+        if self._closing:
+            self._drop_closed()
+        batch = self._batch
+        if batch is None or batch[0] != seqs:
+            # Engines step the same requests in the same order for many
+            # steps: the batch's ids are made once per composition.
+            ids = [s.sid for s in seqs]
+            ids_a = np.array(ids, np.uint64)
+            batch = self._batch = (list(seqs), ids, ids_a,
+                                   _address(ids_a))
+        ids = batch[1]
+        if (ids == self._acc_sids and not self._dirty
+                and not self._drafts):
+            # The common step: every sequence of the batch accepted one
+            # token, in batch order, and nothing else changed.
+            accepted = array.array("i", self._acc_toks)  # int32
+            self._acc_sids, self._acc_toks = [], []
+            self._step(ids, accepted, self._offsets(len(ids)), None,
+                       None, out, rows, batch[2:],
+                       accepted.buffer_info()[0])
+            if self._failed_last:
                 self._copy_failed(seqs, out, rows)
+            return
+        if rows is None:
+            rows = range(len(ids))
+        wanted = set(ids)
+        pending = set(self._acc_sids)
+        pending.update(self._dirty)
+        extra = wanted - pending
+        if extra:  # not stepped this time: held rows, failed or ended
+            for sid in extra:
+                s = self._live.get(sid)
+                if (s is not None and s.status == LIVE
+                        and self._current(s) is None):
+                    self._dirty[sid] = s
+                    pending.add(sid)
+            extra = wanted - pending
+        if pending and pending <= wanted and not self._drafts:
+            self._flush(out=out, out_rows=dict(zip(ids, rows)))
+        elif pending:
+            self._flush()
+            extra = wanted
+        if extra or self._failed_last:
+            self._copy_failed(seqs, out, rows)
 
     def _copy_failed(self, seqs, out, rows) -> None:
         """Rows the last step did not decode in place: EOS alone for failed

@@ -48,7 +48,6 @@ from .vllm import connect_from_env
 
 log = logging.getLogger("grammard.sglang")
 
-_STATUS = operator.attrgetter("status")  # a Seq's; LIVE is 0
 _FINISHED = operator.attrgetter("finished")
 
 try:  # the engine's bases, when SGLang is installed
@@ -245,7 +244,6 @@ class GrammardGrammarBackend(_BackendBase):
         self.stepper = Stepper(self.client)
         # (tensor, its uint32 view, rows filled, its heads by batch size)
         self._batch_mask = None
-        self._batch = None  # (grammars, their sequences) of the last batch
 
     # -------------------------------------------------------- dispatching
 
@@ -317,10 +315,9 @@ class GrammardGrammarBackend(_BackendBase):
                   rows: Sequence[int]) -> None:
         """fill_vocab_mask for a batch at once (rows distinct): one Decode
         step decoded straight into the mask's rows."""
-        view = _mask_view(vocab_mask, self.stepper.words)
-        self.stepper.fill_rows([g._seq for g in grammars], view, rows)
-        if view.shape[1] > self.stepper.words:
-            view[np.asarray(rows), self.stepper.words:] = 0
+        self.stepper.fill_rows([g._seq for g in grammars],
+                               _mask_view(vocab_mask, self.stepper.words),
+                               rows)
 
     def batch_vocab_mask(self, grammars: Sequence[GrammardGrammar],
                          rows: Optional[Sequence[int]], batch_size: int,
@@ -349,8 +346,6 @@ class GrammardGrammarBackend(_BackendBase):
         self.stepper.fill_rows(seqs, view, rows)
         if rows is None:
             rows = range(len(seqs))
-        if words > self.stepper.words:
-            view[np.asarray(rows), self.stepper.words:] = 0
         if filled_before and not (type(rows) is range
                                   and type(filled_before) is range
                                   and len(filled_before) <= len(rows)):
@@ -370,18 +365,15 @@ class GrammardGrammarBackend(_BackendBase):
         backend's, live and not finished, row i holding grammars[i]'s row;
         None, writing nothing, for any other batch. Made for the scheduler's
         step: per request only C-level list operations."""
-        batch = self._batch
-        if batch is None or batch[0] != grammars:
-            if not all(type(g) is GrammardGrammar and g._backend is self
-                       for g in grammars):
-                return None
-            batch = self._batch = (list(grammars),
-                                   [g._seq for g in grammars])
-        seqs = batch[1]
-        if any(map(_FINISHED, grammars)) or any(map(_STATUS, seqs)):
+        seqs = self.stepper.live_batch(grammars, self._owns)
+        if seqs is None or any(map(_FINISHED, grammars)):
             return None
         n = len(grammars)
         return self.batch_vocab_mask(grammars, None, n, vocab_size, seqs)
+
+    def _owns(self, grammars: Sequence[Any]) -> bool:
+        return all(type(g) is GrammardGrammar and g._backend is self
+                   for g in grammars)
 
     def shutdown(self) -> None:
         self.executor.shutdown(wait=False)

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import json
 import logging
-import operator
 import os
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -55,8 +54,6 @@ from .constraints import (Constraint, JsonOptions, choice, ebnf, json_object,
 from .errors import Error, InvalidArgument
 
 log = logging.getLogger("grammard.vllm")
-
-_STATUS = operator.attrgetter("status")  # a Seq's; LIVE is 0
 
 try:  # the engine's abstract bases, when vLLM is installed
     from vllm.v1.structured_output.backend_types import (
@@ -190,7 +187,6 @@ class GrammardBackend(_BackendBase):
         # (tensor, address, row stride in bytes, rows, uint32 view, the
         # manager's results by batch size) of the manager's bitmask.
         self._target = None
-        self._batch = None  # (grammars, their sequences) of the last batch
 
     # ------------------------------------------------------- the contract
 
@@ -228,10 +224,8 @@ class GrammardBackend(_BackendBase):
                   rows: Sequence[int]) -> None:
         """fill_bitmask for a whole batch at once (rows distinct): one Decode
         step decoded straight into the bitmask's rows."""
-        view = self._target_of(bitmask)[4]
-        self.stepper.fill_rows([g._seq for g in grammars], view, rows)
-        if self.words > self.stepper.words:
-            view[np.asarray(rows), self.stepper.words:] = 0
+        self.stepper.fill_rows([g._seq for g in grammars],
+                               self._target_of(bitmask)[4], rows)
 
     def fill_batch(self, grammars: Sequence["GrammardGrammar"],
                    bitmask: Any) -> Optional[np.ndarray]:
@@ -240,18 +234,12 @@ class GrammardBackend(_BackendBase):
         writing nothing, when one of them has ended (the caller then fills
         row by row). Made for the engine's step: per request only C-level
         list operations."""
-        batch = self._batch
-        if batch is None or batch[0] != grammars:
-            batch = self._batch = (list(grammars),
-                                   [g._seq for g in grammars])
-        seqs = batch[1]
-        if any(map(_STATUS, seqs)):
+        seqs = self.stepper.live_batch(grammars)
+        if seqs is None:
             return None
         target = self._target_of(bitmask)
         n = len(seqs)
         self.stepper.fill_rows(seqs, target[4], None)
-        if self.words > self.stepper.words:
-            target[4][:n, self.stepper.words:] = 0
         results = target[5]
         result = results.get(n)
         if result is None:

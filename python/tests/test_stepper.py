@@ -149,6 +149,27 @@ def test_a_batch_decoded_in_place_lets_go_of_rows_held_before(stepper,
                                                                  c)[0])
 
 
+def test_columns_past_the_tokenizer_are_masked_in_filled_rows(stepper,
+                                                              llama3):
+    # A model's vocabulary may be wider than its tokenizer's: the extra
+    # tokens are never allowed, in the rows filled and only there.
+    seqs = [seq(stepper, grammard.regex(r)) for r in ("a+", "b+")]
+    out = np.full((3, stepper.words + 2), 0xFFFFFFFF, np.uint32)
+    stepper.fill_rows(seqs, out, [2, 0])  # first step: opens, not in place
+    for s, c in zip(seqs, "ab"):
+        assert stepper.accept(s, tokens(llama3, c))
+    stepper.fill_rows(seqs, out)  # the common step, decoded in place
+    assert (out[:, stepper.words:] == 0).all()
+    assert cases.allowed(out[0], tokens(llama3, "a")[0])
+    assert cases.allowed(out[1], tokens(llama3, "b")[0])
+    out[:] = 0xFFFFFFFF
+    for s, c in zip(seqs, "ab"):
+        assert stepper.accept(s, tokens(llama3, c))
+    stepper.fill_rows(seqs[1:], out, [2])
+    assert (out[2, stepper.words:] == 0).all()
+    assert (out[:2] == 0xFFFFFFFF).all()  # rows not filled are left alone
+
+
 def test_released_sequences_close_at_the_next_step(stepper, llama3):
     a = seq(stepper, grammard.regex("a+"))
     b = seq(stepper, grammard.regex("b+"))
