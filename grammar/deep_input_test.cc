@@ -14,6 +14,7 @@
 #include "grammar/json_schema/json_schema.h"
 #include "grammar/vocabulary.h"
 #include "gtest/gtest.h"
+#include "tests/support/deep_inputs.h"
 #include "tests/support/small_stack.h"
 
 namespace grammard::grammar {
@@ -28,15 +29,6 @@ constexpr size_t kStackBytes = size_t{8} << 20;
 #else
 constexpr size_t kStackBytes = size_t{2} << 20;
 #endif
-
-std::string Nested(int depth, const std::string& open, const std::string& leaf,
-                   const std::string& close) {
-  std::string s;
-  for (int i = 0; i < depth; ++i) s += open;
-  s += leaf;
-  for (int i = 0; i < depth; ++i) s += close;
-  return s;
-}
 
 class DeepInputTest : public ::testing::Test {
  protected:
@@ -92,12 +84,7 @@ class DeepInputTest : public ::testing::Test {
 // recursed once a rule (the daemon's 8 MB compile thread crashed on a chain
 // of 30,000).
 TEST_F(DeepInputTest, EbnfRuleChains) {
-  std::string text = "root ::= r0\n";
-  for (int i = 0; i < 20000; ++i) {
-    absl::StrAppend(&text, "r", i, " ::= r", i + 1, "\n");
-  }
-  absl::StrAppend(&text, "r20000 ::= \"a\"\n");
-  const absl::Status chain = Ebnf(text);
+  const absl::Status chain = Ebnf(testing::EbnfChain(20000));
   EXPECT_TRUE(chain.ok()) << chain;
 }
 
@@ -126,16 +113,18 @@ TEST_F(DeepInputTest, EbnfRuleChainsOfCalls) {
 }
 
 TEST_F(DeepInputTest, EbnfGroups) {
-  EXPECT_TRUE(Ebnf("root ::= " + Nested(200, "(", "\"a\"", ")")).ok());
-  EXPECT_EQ(Ebnf("root ::= " + Nested(100000, "(", "\"a\"", ")")).code(),
-            absl::StatusCode::kResourceExhausted);
-  EXPECT_TRUE(Ebnf("root ::= " + Nested(200, "(\"x\" ", "\"a\"", ")*")).ok());
+  EXPECT_TRUE(Ebnf("root ::= " + testing::Nested(200, "(", "\"a\"", ")")).ok());
+  EXPECT_EQ(
+      Ebnf("root ::= " + testing::Nested(100000, "(", "\"a\"", ")")).code(),
+      absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(
+      Ebnf("root ::= " + testing::Nested(200, "(\"x\" ", "\"a\"", ")*")).ok());
 }
 
 TEST_F(DeepInputTest, RegexGroups) {
-  EXPECT_TRUE(Regex(Nested(200, "(", "a", ")")).ok());
-  EXPECT_TRUE(Regex(Nested(200, "(x|", "a", ")?")).ok());
-  EXPECT_EQ(Regex(Nested(100000, "(", "a", ")")).code(),
+  EXPECT_TRUE(Regex(testing::Nested(200, "(", "a", ")")).ok());
+  EXPECT_TRUE(Regex(testing::Nested(200, "(x|", "a", ")?")).ok());
+  EXPECT_EQ(Regex(testing::Nested(100000, "(", "a", ")")).code(),
             absl::StatusCode::kResourceExhausted);
 }
 
@@ -150,7 +139,7 @@ TEST_F(DeepInputTest, JsonSchemasAtTheirNestingLimit) {
   for (const auto& [open, close] : kinds) {
     SCOPED_TRACE(open);
     const absl::Status s =
-        Schema(Nested(depth, open, R"({"type":"integer"})", close));
+        Schema(testing::Nested(depth, open, R"({"type":"integer"})", close));
     EXPECT_TRUE(s.ok()) << s;
   }
 }
@@ -167,10 +156,11 @@ TEST_F(DeepInputTest, JsonSchemaApplicatorsAtTheirLimit) {
   for (const auto& [open, close] : kinds) {
     SCOPED_TRACE(open);
     const absl::Status s =
-        Schema(Nested(120, open, R"({"type":"integer"})", close));
+        Schema(testing::Nested(120, open, R"({"type":"integer"})", close));
     EXPECT_TRUE(s.ok() || s.code() == absl::StatusCode::kResourceExhausted)
         << s;
-    EXPECT_EQ(Schema(Nested(250, open, R"({"type":"integer"})", close)).code(),
+    EXPECT_EQ(Schema(testing::Nested(250, open, R"({"type":"integer"})", close))
+                  .code(),
               absl::StatusCode::kResourceExhausted);
   }
 }
@@ -200,8 +190,8 @@ TEST_F(DeepInputTest, JsonSchemaRefChains) {
 }
 
 TEST_F(DeepInputTest, StructuralTagsHoldingDeepSchemas) {
-  const std::string schema =
-      Nested(250, R"({"type":"array","items":)", R"({"type":"integer"})", "}");
+  const std::string schema = testing::Nested(250, R"({"type":"array","items":)",
+                                             R"({"type":"integer"})", "}");
   const std::string spec =
       absl::StrCat(R"({"structures":[{"begin":"<f>","schema":)", schema,
                    R"(,"end":"</f>"}],"triggers":["<f>"]})");
@@ -216,14 +206,8 @@ TEST_F(DeepInputTest, StructuralTagsHoldingDeepSchemas) {
 // A schema of 30,000 enum numbers, and one of 100,000 strings: their values
 // are compared by hash, not pairwise (30,000 numbers took 58 s).
 TEST_F(DeepInputTest, LargeEnumsConvertWellWithinTheirDeadline) {
-  std::string numbers = "{\"enum\":[";
-  for (int i = 0; i < 30000; ++i) absl::StrAppend(&numbers, i ? "," : "", i);
-  numbers += "]}";
-  std::string strings = "{\"enum\":[";
-  for (int i = 0; i < 100000; ++i) {
-    absl::StrAppend(&strings, i ? "," : "", "\"s", i, "\"");
-  }
-  strings += "]}";
+  const std::string numbers = testing::EnumOfNumbers(30000);
+  const std::string strings = testing::EnumOfStrings(100000);
   for (const std::string& schema : {numbers, strings}) {
     JsonSchemaOptions options;
     // Far more than the few hundred milliseconds it takes; the pairwise
@@ -239,11 +223,7 @@ TEST_F(DeepInputTest, LargeEnumsConvertWellWithinTheirDeadline) {
 // A raised flag stops a conversion and a compile as a passed deadline does.
 TEST_F(DeepInputTest, ARaisedFlagCancelsConversionAndCompile) {
   std::atomic<bool> stop{true};
-  std::string strings = "{\"enum\":[";
-  for (int i = 0; i < 100000; ++i) {
-    absl::StrAppend(&strings, i ? "," : "", "\"s", i, "\"");
-  }
-  strings += "]}";
+  const std::string strings = testing::EnumOfStrings(100000);
   JsonSchemaOptions options;
   options.deadline = Deadline(Deadline::Clock::time_point::max(), &stop);
   EXPECT_EQ(JsonSchemaToGrammar(strings, options).status().code(),

@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "proto/grammard.grpc.pb.h"
 #include "tests/abuse/hostile_test_base.h"
+#include "tests/support/deep_inputs.h"
 
 namespace grammard::testing {
 namespace {
@@ -87,13 +88,8 @@ class SlowCompileTest : public HostileTest {
 // Item 2: a chain of 30,000 rules overflowed the compile thread's stack
 // (SIGSEGV in the NFA construction).
 TEST_F(CompileAbuseTest, LongRuleChainsDoNotOverflowTheStack) {
-  std::string text = "root ::= r0\n";
-  for (int i = 0; i < 30000; ++i) {
-    absl::StrAppend(&text, "r", i, " ::= r", i + 1, "\n");
-  }
-  absl::StrAppend(&text, "r30000 ::= \"a\"\n");
   v1::Constraint c;
-  c.mutable_grammar()->set_text(text);
+  c.mutable_grammar()->set_text(EbnfChain(30000));
   auto stub = NewStub();
   v1::CompileResponse response;
   const auto start = Clock::now();
@@ -109,14 +105,8 @@ TEST_F(CompileAbuseTest, LongRuleChainsDoNotOverflowTheStack) {
 // past the compile deadline; 100,000 strings failed only at 41 s.
 TEST_F(CompileAbuseTest, LargeEnumsCompileInNearLinearTime) {
   auto stub = NewStub();
-  std::string numbers = "{\"enum\":[";
-  for (int i = 0; i < 30000; ++i) absl::StrAppend(&numbers, i ? "," : "", i);
-  numbers += "]}";
-  std::string strings = "{\"enum\":[";
-  for (int i = 0; i < 100000; ++i) {
-    absl::StrAppend(&strings, i ? "," : "", "\"s", i, "\"");
-  }
-  strings += "]}";
+  const std::string numbers = EnumOfNumbers(30000);
+  const std::string strings = EnumOfStrings(100000);
   std::string answer;
   double ms = 0;
   for (const std::string& schema : {numbers, strings}) {

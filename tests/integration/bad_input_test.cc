@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "proto/grammard.grpc.pb.h"
 #include "tests/support/daemon.h"
+#include "tests/support/deep_inputs.h"
 #include "tests/support/paths.h"
 
 namespace grammard {
@@ -28,6 +29,7 @@ namespace {
 namespace v1 = grammard::v1;
 using Clock = std::chrono::steady_clock;
 using testing::Daemon;
+using testing::Nested;
 
 constexpr int kCompileTimeoutMs = 3000;
 // Time a refusal may take past the compile deadline. The sanitizers slow the
@@ -38,15 +40,6 @@ constexpr int kOverrunMs = 8000;
 constexpr int kOverrunMs = 2000;
 #endif
 constexpr int kMaxMessageBytes = 4 << 20;
-
-std::string Nested(int depth, const std::string& open, const std::string& leaf,
-                   const std::string& close) {
-  std::string s;
-  for (int i = 0; i < depth; ++i) s += open;
-  s += leaf;
-  for (int i = 0; i < depth; ++i) s += close;
-  return s;
-}
 
 // A Compile either fails as an RPC (rpc_code) or answers FAILED with
 // error.code; either way with `fragment` in the message. code OK: READY.
