@@ -51,7 +51,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import _buffers, errors
+from . import errors
 from .client import Client, State, StepResult
 
 LIVE, TERMINATED, FAILED = 0, 1, 2
@@ -565,12 +565,18 @@ class Stepper:
         code = lib.grammard_client_submit_step(*args)
         if code == errors.FailedPrecondition.code and \
                 self.client.pending_rows() > 0:
-            # A wait that failed (a deadline) left its step in flight: its
-            # tokens count, its rows are stale.
-            scratch = np.empty((self.client.pending_rows(), self.words),
-                               np.uint32)
-            self.client._wait_into(_buffers.mask_rows(scratch, self.words,
-                                                      "scratch"), None, None)
+            # A wait that failed (a deadline, a buffer too small) left its
+            # step in flight: its tokens count, its rows are stale. It was
+            # sent by this stepper, not by Client.submit_step, so its
+            # outcome arrays are sized from its rows (never fewer than its
+            # sequences), not from the Client's record of its last step.
+            pending = self.client.pending_rows()
+            scratch = np.empty((pending, self.words), np.uint32)
+            drained = (np.zeros(pending, np.int32),
+                       np.zeros(pending, np.uint8))
+            self.client._check(lib.grammard_client_wait_masks_at(
+                handle, _address(scratch), self.words, pending, None, 0,
+                _address(drained[0]), _address(drained[1])))
             code = lib.grammard_client_submit_step(*args)
         if code:
             self.client._check(code)

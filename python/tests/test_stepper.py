@@ -170,6 +170,34 @@ def test_columns_past_the_tokenizer_are_masked_in_filled_rows(stepper,
     assert (out[:2] == 0xFFFFFFFF).all()  # rows not filled are left alone
 
 
+class _Unknown:
+    """Stands for the Client's record of its own last step, which the
+    stepper (submitting through the library) never writes."""
+
+    def __len__(self):
+        raise AssertionError("the Client's last step was read")
+
+
+def test_a_step_left_in_flight_is_drained_by_its_own_size(stepper, llama3):
+    seqs = [seq(stepper, grammard.regex(r)) for r in ("a+", "b+", "c+")]
+    out = np.zeros((3, stepper.words), np.uint32)
+    stepper.fill_rows(seqs, out)
+    for s, c in zip(seqs, "abc"):
+        assert stepper.accept(s, tokens(llama3, c))
+    # The step's wait fails (a buffer too small), leaving it in flight.
+    with pytest.raises(grammard.InvalidArgument):
+        stepper.fill_rows(seqs, np.zeros((1, stepper.words), np.uint32))
+    assert stepper.client.pending_rows() == 3
+    stepper.client._ids = _Unknown()
+    # The next step drains it (its 3 sequences' outcomes sized from the step
+    # in flight) and is sent in its turn.
+    for s, c in zip(seqs, "abc"):
+        assert stepper.accept(s, tokens(llama3, c))
+    stepper.fill_rows(seqs, out)
+    for r, c in zip(out, "abc"):
+        assert cases.allowed(r, tokens(llama3, c)[0]) and cases.allowed(r, EOS)
+
+
 def test_released_sequences_close_at_the_next_step(stepper, llama3):
     a = seq(stepper, grammard.regex("a+"))
     b = seq(stepper, grammard.regex("b+"))
