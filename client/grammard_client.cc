@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "client/client.h"
 #include "client/cuda_mask_applier.h"
 #include "client/rank_exchange.h"
@@ -21,13 +22,27 @@ struct grammard_client {
   std::unique_ptr<gc::Client> client;
   std::unique_ptr<gc::CudaMaskApplier> cuda;  // made on first use
   std::vector<gc::SequenceMasks> results;     // reused across steps
-  std::string last_error;
 };
 
 namespace {
 
+// The last error is kept per thread, naming its handle: engines call one
+// handle from several threads (compile pools), and a per-handle string let
+// one thread's success wipe another's error before it was read (and was a
+// data race).
+struct LastError {
+  const grammard_client* handle = nullptr;
+  std::string message;
+};
+thread_local LastError last_error;
+
+void SetLastError(const grammard_client* c, absl::string_view message) {
+  last_error.handle = c;
+  last_error.message.assign(message.data(), message.size());
+}
+
 int32_t Report(grammard_client* c, const absl::Status& status) {
-  c->last_error = std::string(status.message());
+  SetLastError(c, status.message());
   return static_cast<int32_t>(status.code());
 }
 
@@ -181,7 +196,8 @@ void grammard_client_destroy(grammard_client* client) {
 }
 
 const char* grammard_client_last_error(const grammard_client* client) {
-  return client == nullptr ? "null handle" : client->last_error.c_str();
+  if (client == nullptr) return "null handle";
+  return last_error.handle == client ? last_error.message.c_str() : "";
 }
 
 int32_t grammard_client_vocab_size(const grammard_client* client) {
@@ -334,7 +350,7 @@ int32_t grammard_client_state(grammard_client* client, uint64_t sequence_id,
       break;
     case gc::GrammarState::kFailed:
       *state = GRAMMARD_STATE_FAILED;
-      client->last_error = std::string(got->error.message());
+      SetLastError(client, got->error.message());
       return 0;
   }
   return Report(client, absl::OkStatus());

@@ -5,7 +5,7 @@
  * Errors: every call returns 0 or a canonical gRPC status code (google.rpc.
  * Code numbers: 3 INVALID_ARGUMENT, 4 DEADLINE_EXCEEDED, 5 NOT_FOUND,
  * 9 FAILED_PRECONDITION, 14 UNAVAILABLE, ...); grammard_client_last_error
- * gives the message of the handle's last failed call.
+ * gives the message of the calling thread's last call on that handle.
  *
  * Batches are flat arrays: sequence i of a step accepted
  * accepted[accepted_offsets[i] .. accepted_offsets[i + 1]) (offsets has
@@ -14,8 +14,9 @@
  * t % 32 of word t / 32 set means token t is allowed.
  *
  * Cost: as client.h, plus copying the batch arrays.
- * Thread-safety: as client.h; the last error is per handle (read it from
- * the thread that made the failed call, before its next call). */
+ * Thread-safety: as client.h; the last error is per thread (like errno):
+ * read it from the thread that made the failed call, before that thread's
+ * next call; other threads' calls on the handle leave it alone. */
 #ifndef GRAMMARD_CLIENT_GRAMMARD_CLIENT_H_
 #define GRAMMARD_CLIENT_GRAMMARD_CLIENT_H_
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "client/testing/fake_grammard.h"
@@ -279,6 +280,28 @@ TEST_F(GrammardClientConnectedTest,
       kInvalidArgument);
   EXPECT_NE(std::string(grammard_client_last_error(h.c)).find("Constraint"),
             std::string::npos);
+}
+
+// Engines compile from a pool of threads on one handle (SGLang's executor,
+// vLLM's compile threads): a failure must not be wiped by another thread's
+// call made before the failing thread reads its error.
+TEST_F(GrammardClientConnectedTest, TheLastErrorIsTheCallingThreadsOwn) {
+  Handle& h = h_;
+  char id[65];
+  int32_t state = 0;
+  const std::string bad = Regex("fail");
+  ASSERT_EQ(grammard_client_compile(h.c, bad.data(), bad.size(), 1, 0, id,
+                                    sizeof(id), &state),
+            kInvalidArgument);
+  std::thread([&] {
+    const std::string c = Regex("x");
+    int32_t s = 0;
+    ASSERT_EQ(grammard_client_compile(h.c, c.data(), c.size(), 1, 1000, nullptr,
+                                      0, &s),
+              kOk);
+    EXPECT_STREQ(grammard_client_last_error(h.c), "");
+  }).join();
+  EXPECT_STREQ(grammard_client_last_error(h.c), "bad regex");
 }
 
 TEST_F(GrammardClientConnectedTest,
