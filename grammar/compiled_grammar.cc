@@ -1,6 +1,6 @@
 #include "grammar/compiled_grammar.h"
 
-#include "grammar/internal/grammar_data.h"
+#include "grammar/engine/grammar_data.h"
 
 namespace grammard::grammar {
 
@@ -18,6 +18,14 @@ bool CompiledGrammar::ClassifyAhead(
     std::chrono::steady_clock::time_point deadline,
     const std::atomic<bool>* cancel) const {
   return data_->table.Prebuild(deadline, cancel);
+}
+
+int32_t CompiledGrammar::num_classified() const {
+  return data_->table.num_built();
+}
+
+bool CompiledGrammar::fully_classified() const {
+  return data_->table.complete();
 }
 
 size_t CompiledGrammar::MemoryBytes() const {

@@ -46,6 +46,10 @@ class CompiledGrammar {
   // classified.
   bool ClassifyAhead(std::chrono::steady_clock::time_point deadline,
                      const std::atomic<bool>* cancel = nullptr) const;
+  // States whose tokens are classified so far, and whether that is every
+  // state (nothing left to do ahead).
+  int32_t num_classified() const;
+  bool fully_classified() const;
 
   const internal::GrammarData& data() const { return *data_; }
 

@@ -6,14 +6,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "grammar/internal/grammar_data.h"
-#include "grammar/internal/nfa.h"
-#include "grammar/internal/scc.h"
-#include "grammar/internal/token_index.h"
-#include "grammar/syntax/ebnf_parser.h"
-#include "grammar/syntax/grammar_passes.h"
-#include "grammar/syntax/regex_parser.h"
-#include "grammar/syntax/utf8_lowering.h"
+#include "grammar/base/scc.h"
+#include "grammar/engine/grammar_data.h"
+#include "grammar/engine/nfa.h"
+#include "grammar/engine/token_index.h"
+#include "grammar/frontends/ebnf/ebnf_parser.h"
+#include "grammar/frontends/regex/regex_parser.h"
+#include "grammar/ir/grammar_passes.h"
+#include "grammar/ir/utf8_lowering.h"
 
 namespace grammard::grammar {
 namespace {

@@ -24,9 +24,9 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "grammar/base/deadline.h"
 #include "grammar/compiled_grammar.h"
-#include "grammar/deadline.h"
-#include "grammar/syntax/grammar_ir.h"
+#include "grammar/ir/grammar_ir.h"
 #include "grammar/vocabulary.h"
 
 namespace grammard::grammar {
@@ -61,7 +61,8 @@ class GrammarCompiler {
   absl::StatusOr<CompiledGrammar> CompileEbnf(
       std::string_view ebnf, std::string_view root_rule = "root",
       const CompileOptions& options = {}) const;
-  // A regex whose full matches are the language (see syntax/regex_parser.h).
+  // A regex whose full matches are the language (see
+  // frontends/regex/regex_parser.h).
   absl::StatusOr<CompiledGrammar> CompileRegex(
       std::string_view regex, const CompileOptions& options = {}) const;
   // A grammar in the internal form (any front end's output). By value: a

@@ -17,16 +17,16 @@
 #include <thread>
 #include <vector>
 
-#include "grammar/internal/grammar_data.h"
-#include "grammar/internal/leaf_tokens.h"
-#include "grammar/json_schema/json_schema.h"
+#include "grammar/engine/grammar_data.h"
+#include "grammar/engine/leaf_tokens.h"
+#include "grammar/frontends/ebnf/ebnf_parser.h"
+#include "grammar/frontends/ebnf/json_grammar.h"
+#include "grammar/frontends/json_schema/json_schema.h"
+#include "grammar/frontends/regex/regex_parser.h"
+#include "grammar/ir/grammar_passes.h"
+#include "grammar/ir/utf8_lowering.h"
 #include "grammar/matcher.h"
-#include "grammar/syntax/ebnf_parser.h"
-#include "grammar/syntax/grammar_passes.h"
-#include "grammar/syntax/json_grammar.h"
-#include "grammar/syntax/regex_parser.h"
-#include "grammar/syntax/testing/earley_oracle.h"
-#include "grammar/syntax/utf8_lowering.h"
+#include "grammar/testing/earley_oracle.h"
 #include "gtest/gtest.h"
 #include "tests/support/paths.h"
 

@@ -10,8 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "grammar/compiler.h"
-#include "grammar/constraints/structural_tag.h"
-#include "grammar/json_schema/json_schema.h"
+#include "grammar/frontends/json_schema/json_schema.h"
+#include "grammar/frontends/structural_tag/structural_tag.h"
 #include "grammar/vocabulary.h"
 #include "gtest/gtest.h"
 #include "tests/support/deep_inputs.h"

@@ -20,12 +20,12 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
+#include "grammar/base/thread_pool.h"
 #include "grammar/compiler.h"
+#include "grammar/frontends/ebnf/json_grammar.h"
+#include "grammar/frontends/json_schema/json_schema.h"
 #include "grammar/greedy_tokens.h"
-#include "grammar/json_schema/json_schema.h"
 #include "grammar/matcher.h"
-#include "grammar/syntax/json_grammar.h"
-#include "grammar/thread_pool.h"
 #include "tests/support/paths.h"
 
 ABSL_FLAG(std::string, bench_dir, "",

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "grammar/internal/grammar_data.h"
+#include "grammar/engine/grammar_data.h"
 
 namespace grammard::grammar {
 

@@ -4,7 +4,7 @@
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
-#include "grammar/internal/grammar_data.h"
+#include "grammar/engine/grammar_data.h"
 
 namespace grammard::grammar {
 

@@ -32,9 +32,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "grammar/base/thread_pool.h"
 #include "grammar/compiled_grammar.h"
-#include "grammar/internal/stack.h"
-#include "grammar/thread_pool.h"
+#include "grammar/engine/stack.h"
 
 namespace grammard::grammar {
 namespace internal {

@@ -6,9 +6,9 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "grammar/base/byte_io.h"
 #include "grammar/compiler.h"
-#include "grammar/internal/byte_io.h"
-#include "grammar/internal/grammar_data.h"
+#include "grammar/engine/grammar_data.h"
 
 namespace grammard::grammar {
 namespace {

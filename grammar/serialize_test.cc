@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "grammar/compiler.h"
-#include "grammar/internal/grammar_data.h"
+#include "grammar/engine/grammar_data.h"
+#include "grammar/frontends/ebnf/json_grammar.h"
 #include "grammar/matcher.h"
-#include "grammar/syntax/json_grammar.h"
 #include "gtest/gtest.h"
 
 namespace grammard::grammar {

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "grammar/internal/grammar_data.h"
 #include "grammar/matcher.h"
 #include "gtest/gtest.h"
 #include "service/constraint.h"
@@ -172,14 +171,14 @@ TEST_F(CompilePoolTest, GrammarsAreClassifiedInTheBackground) {
     auto entry = Finish(*pool, Schema(schema));
     ASSERT_NE(entry, nullptr);
     ASSERT_TRUE(entry->status.ok()) << entry->status;
-    const auto& table = entry->grammar->data().table;
+    const grammar::CompiledGrammar& compiled = *entry->grammar;
     const auto until = Clock::now() + std::chrono::seconds(20);
-    while (background && !table.complete() && Clock::now() < until) {
+    while (background && !compiled.fully_classified() && Clock::now() < until) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     if (!background) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    EXPECT_EQ(table.complete(), background);
-    EXPECT_EQ(table.num_built() > 0, background);
+    EXPECT_EQ(compiled.fully_classified(), background);
+    EXPECT_EQ(compiled.num_classified() > 0, background);
     // What the classifier built is charged to the cache (after each slice,
     // the last one just after the table completes). The first round's
     // grammar is the only one cached then.

@@ -5,9 +5,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "grammar/constraints/choice.h"
-#include "grammar/constraints/structural_tag.h"
-#include "grammar/syntax/bounded_json.h"
+#include "grammar/base/bounded_json.h"
+#include "grammar/frontends/choice/choice.h"
+#include "grammar/frontends/structural_tag/structural_tag.h"
 #include "nlohmann/json.hpp"
 #include "service/wire_text.h"
 

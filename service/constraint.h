@@ -18,7 +18,7 @@
 #include "absl/status/statusor.h"
 #include "grammar/compiled_grammar.h"
 #include "grammar/compiler.h"
-#include "grammar/json_schema/json_schema.h"
+#include "grammar/frontends/json_schema/json_schema.h"
 #include "proto/grammard.pb.h"
 
 namespace grammard::service {

@@ -27,7 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "grammar/compiled_grammar.h"
-#include "grammar/json_schema/json_schema.h"
+#include "grammar/frontends/json_schema/json_schema.h"
 #include "service/service_metrics.h"
 
 namespace grammard::service {

@@ -42,7 +42,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "grammar/thread_pool.h"
+#include "grammar/base/thread_pool.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "proto/grammard.grpc.pb.h"
 #include "service/byte_budget.h"

@@ -13,10 +13,10 @@
 #include <utility>
 
 #include "grammar/compiler.h"
-#include "grammar/json_schema/json_schema.h"
+#include "grammar/frontends/json_schema/json_schema.h"
+#include "grammar/ir/utf8_lowering.h"
 #include "grammar/matcher.h"
-#include "grammar/syntax/testing/earley_oracle.h"
-#include "grammar/syntax/utf8_lowering.h"
+#include "grammar/testing/earley_oracle.h"
 #include "grammar/vocabulary.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/paths.h"

@@ -30,7 +30,7 @@ void WalkGrammar(const grammar::CompiledGrammar& grammar,
     // An allowed token must be accepted.
     const absl::Status accepted =
         matcher.AcceptToken(allowed[choices[i] % allowed.size()]);
-    // By design past kMaxScanNodes parse stacks (grammar/internal/stack.h):
+    // By design past kMaxScanNodes parse stacks (grammar/engine/stack.h):
     // the grammar is refused as too ambiguous rather than stalling.
     if (accepted.code() == absl::StatusCode::kResourceExhausted) return;
     if (!accepted.ok()) {

@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "grammar/compiler.h"
-#include "grammar/json_schema/json_schema.h"
+#include "grammar/frontends/json_schema/json_schema.h"
 #include "tests/fuzz/fuzz_vocab.h"
 #include "tests/fuzz/grammar_walk.h"
 

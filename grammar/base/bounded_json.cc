@@ -1,0 +1,93 @@
+#include "grammar/base/bounded_json.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace grammard::grammar {
+namespace {
+
+// nlohmann's reason for a parse error, without its position (said from the
+// text instead) or the token it last read, which echoes the request (a
+// megabyte-long unterminated string, say): "syntax error while parsing
+// value - invalid literal; expected '[', '{', or a literal".
+std::string Reason(const std::string& what) {
+  size_t start = what.find(", column ");
+  start = start == std::string::npos ? 0 : what.find(": ", start);
+  std::string rest = start == std::string::npos ? what : what.substr(start + 2);
+  const size_t read = rest.find("; last read: '");
+  if (read == std::string::npos) return rest;
+  const size_t expected = rest.rfind("; expected ");
+  return rest.substr(0, read) +
+         (expected != std::string::npos && expected > read
+              ? rest.substr(expected)
+              : std::string());
+}
+
+// "not valid JSON at line L, column C: <reason>", the column in bytes of the
+// offending byte (nlohmann's `byte` is one past it, or past the end).
+absl::Status NotJson(std::string_view text, size_t byte,
+                     const std::string& what) {
+  const size_t at = std::min(byte > 0 ? byte - 1 : 0, text.size());
+  size_t line = 1, line_start = 0;
+  for (size_t i = 0; i < at; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      line_start = i + 1;
+    }
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("not valid JSON at line ", line, ", column ",
+                   at - line_start + 1, ": ", Reason(what)));
+}
+
+}  // namespace
+
+absl::StatusOr<nlohmann::ordered_json> ParseBoundedJson(std::string_view text,
+                                                        int max_depth) {
+  // Per open container: its members so far (counted by commas), or -1 for
+  // an array.
+  std::vector<int> members;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (static_cast<int>(members.size()) >= max_depth) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("JSON nested deeper than ", max_depth, " levels"));
+      }
+      members.push_back(c == '{' ? 1 : -1);
+    } else if (c == ']' || c == '}') {
+      if (!members.empty()) members.pop_back();
+    } else if (c == ',' && !members.empty() && members.back() > 0 &&
+               ++members.back() > kMaxJsonObjectMembers) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a JSON object of more than ", kMaxJsonObjectMembers, " members"));
+    }
+  }
+  // The exception carries the position and reason that the discarded value
+  // of a non-throwing parse would lose.
+  try {
+    return nlohmann::ordered_json::parse(text.begin(), text.end());
+  } catch (const nlohmann::ordered_json::parse_error& e) {
+    return NotJson(text, e.byte, e.what());
+  } catch (const nlohmann::ordered_json::out_of_range&) {
+    // Only a number past a double's range gets here; nlohmann's message
+    // quotes the number (any length) and not where it is.
+    return absl::InvalidArgumentError(
+        "not valid JSON: number overflow (a number beyond the range of a "
+        "double)");
+  }
+}
+
+}  // namespace grammard::grammar

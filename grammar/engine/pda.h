@@ -1,0 +1,219 @@
+// Pda: the compiled form of a grammar that matchers run, a pushdown automaton
+// whose rules are deterministic byte automata.
+//
+// Every rule of the (byte-level) grammar becomes a DFA over bytes; a state may
+// also call other rules, each call naming the state to return to. A matcher
+// position is a set of stack nodes (state, parent), where the parent node
+// holds the caller's return state (see stack.h). Determinising each rule
+// keeps those sets small; what nondeterminism remains comes from calls.
+//
+// Cost: O(states * byte classes) ints for transitions: bytes that no state
+// tells apart share a column (a JSON Schema grammar has a few dozen such
+// classes, so its table is several times smaller than 256 columns, which
+// for the tens of thousands of states of a long `maxLength` string was most
+// of a compile's time in filling and faulting pages). Thread-safety:
+// immutable once built; shared by every matcher of a grammar.
+#ifndef GRAMMARD_GRAMMAR_ENGINE_PDA_H_
+#define GRAMMARD_GRAMMAR_ENGINE_PDA_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "grammar/base/byte_io.h"
+#include "grammar/base/refine.h"
+
+namespace grammard::grammar::internal {
+
+// Hashes a state's signature in a round of Moore's refinement (minimizing
+// here, grouping states that classify alike in token_table.cc).
+struct SignatureHash {
+  size_t operator()(const std::vector<int32_t>& v) const {
+    return static_cast<size_t>(HashInts(v.data(), v.data() + v.size()));
+  }
+};
+
+struct PdaCall {
+  int32_t rule;          // the rule entered
+  int32_t return_state;  // the caller's state once that rule completes
+};
+
+// What the subset construction (nfa.h) produces before equivalent states
+// are merged. Byte moves are runs (first byte, target or Pda::kDead) that
+// cover 0..255, not 256-int rows: most of these states are merged away, and
+// minimizing reads runs anyway. State r is rule r's start.
+struct RawPda {
+  std::vector<std::string> rule_names;
+  int32_t root_rule = 0;
+  std::vector<int32_t> state_rule;
+  std::vector<uint8_t> final;
+  std::vector<std::pair<int32_t, int32_t>> runs;
+  std::vector<int32_t> runs_begin{0};  // state s: [runs_begin[s], [s + 1])
+  std::vector<PdaCall> calls;          // per state, sorted by rule
+  std::vector<int32_t> calls_begin{0};
+  int32_t num_states() const { return static_cast<int32_t>(final.size()); }
+};
+
+class Pda {
+ public:
+  static constexpr int32_t kDead = -1;
+
+  int32_t num_states() const { return static_cast<int32_t>(final_.size()); }
+  int32_t num_rules() const { return static_cast<int32_t>(rule_start_.size()); }
+  int32_t root_rule() const { return root_rule_; }
+
+  int32_t Next(int32_t state, uint8_t byte) const {
+    return next_[static_cast<size_t>(state) * num_classes_ + byte_class_[byte]];
+  }
+  // Bytes every state moves alike on share a class; classes are ranges of
+  // bytes numbered in byte order.
+  int32_t num_byte_classes() const { return num_classes_; }
+  int32_t ByteClass(uint8_t byte) const { return byte_class_[byte]; }
+  // The lowest byte of class `c`: a loop over every byte's move reads one
+  // byte per class.
+  uint8_t ClassByte(int32_t c) const { return class_byte_[c]; }
+  bool IsFinal(int32_t state) const { return final_[state] != 0; }
+  // Whether any byte leads somewhere from `state`.
+  bool HasBytes(int32_t state) const { return has_bytes_[state] != 0; }
+  const PdaCall* CallsBegin(int32_t state) const {
+    return calls_.data() + call_offsets_[state];
+  }
+  const PdaCall* CallsEnd(int32_t state) const {
+    return calls_.data() + call_offsets_[state + 1];
+  }
+  int32_t RuleStart(int32_t rule) const { return rule_start_[rule]; }
+  int32_t StateRule(int32_t state) const { return state_rule_[state]; }
+  const std::string& RuleName(int32_t rule) const { return rule_names_[rule]; }
+  // A state that only ends its rule (final, no bytes, no calls). A call
+  // returning to one is a tail call: the callee returns straight to the
+  // caller's own caller, so such frames are never pushed.
+  bool IsTail(int32_t state) const {
+    return IsFinal(state) && !HasBytes(state) &&
+           CallsBegin(state) == CallsEnd(state);
+  }
+  // Every state a stack top of `rule` may find right below it: the return
+  // states of its calls, seen through tail calls.
+  const std::vector<int32_t>& ReturnStates(int32_t rule) const {
+    return return_states_[rule];
+  }
+
+  size_t MemoryBytes() const;
+
+  // Which states of `rule` read alike for their next few bytes, whatever
+  // lies below them: for k = 0..depth, states of one class at level k accept,
+  // reject and leave the rule on the same strings of at most k bytes, at
+  // the same places. A bounded repeat (`char{0,300}`) has a state per count
+  // that Minimized() must keep apart, yet counts far from both ends read
+  // any token alike. Sufficient, not exact: a call of a rule that may match
+  // nothing returns alike only to the very same state.
+  // Levels past `max_work` / (rule states) are not compared (depth is then
+  // less than asked); with work for fewer than `min_depth` + 1 levels, none
+  // is (depth -1, no states: level 0 alone tells nothing worth sharing, and
+  // a few levels of a large rule cost more than they save).
+  // Cost: O(states) to count the rule's, then O(rule states x (256 + depth
+  // x moves)) time, on demand; memory a few ints per state of the rule (the
+  // classes as a tree of splits).
+  struct Alike {
+    std::vector<int32_t> states;  // the rule's states, ascending
+    int32_t depth = 0;
+    // The largest k <= depth at which states `a` and `b` (both of the rule)
+    // share a class, or -1 when they differ even at level 0 or nothing was
+    // compared; O(depth).
+    int32_t SharedDepth(int32_t a, int32_t b) const;
+    size_t MemoryBytes() const;
+
+    // states[i]'s class at the last level; per class, the class it split
+    // from and the level it split off at.
+    std::vector<int32_t> leaf, node_parent, node_level;
+  };
+  Alike AlikeUpTo(int32_t rule, int32_t depth,
+                  int64_t max_work = int64_t{1} << 30,
+                  int32_t min_depth = 1) const;
+
+  // The Pda of `raw` with equivalent states of each rule merged (Moore's
+  // partition refinement): states that end alike, move alike on every byte
+  // and call alike (every state is kept when merging would take more than
+  // a work budget, see pda.cc).
+  // Fewer states means fewer token classifications, and the
+  // subset construction leaves many duplicates (inside a JSON string after a
+  // plain character, after an escape, after \uXXXX, ...).
+  static Pda Minimize(const RawPda& raw);
+
+  // The finished Pda in serialize.h's form, and back. Load checks every
+  // index it reads, so a malformed buffer is DataLoss, never a Pda that
+  // reads out of bounds.
+  void Save(ByteWriter* out) const;
+  static absl::StatusOr<Pda> Load(ByteReader* in);
+
+ private:
+  // byte_class_ and num_classes_ from where runs of bytes begin
+  // (starts[b]: some run begins at byte b); next_ all dead for `states`.
+  void SetByteClasses(const std::array<bool, 256>& starts, int32_t states);
+  // Fills state `s`'s row for the bytes lo..hi with `target`.
+  void SetRun(int32_t s, int lo, int hi, int32_t target);
+  // has_bytes_ from next_.
+  void ComputeHasBytes();
+  // return_states_ from the calls.
+  void FindReturnStates();
+
+  // An allocator whose resize leaves ints unset: the transition table is
+  // filled by memset right after (zeroing it first doubled the cost of
+  // making a table of five million cells, a string counted to 65535).
+  template <typename T>
+  struct UnsetAllocator : std::allocator<T> {
+    template <typename U>
+    struct rebind {
+      using other = UnsetAllocator<U>;
+    };
+    UnsetAllocator() = default;
+    template <typename U>
+    UnsetAllocator(const UnsetAllocator<U>&) {}  // NOLINT: as std::allocator
+    template <typename U>
+    void construct(U* p) {
+      ::new (static_cast<void*>(p)) U;
+    }
+    template <typename U, typename... Args>
+    void construct(U* p, Args&&... args) {
+      ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+  };
+
+  std::array<uint8_t, 256> byte_class_{};
+  std::array<uint8_t, 256> class_byte_{};
+  int32_t num_classes_ = 1;
+  std::vector<int32_t, UnsetAllocator<int32_t>> next_;  // states x classes
+  std::vector<uint8_t> final_;
+  std::vector<uint8_t> has_bytes_;
+  std::vector<PdaCall> calls_;
+  std::vector<uint32_t> call_offsets_;
+  std::vector<int32_t> rule_start_;
+  std::vector<int32_t> state_rule_;
+  std::vector<std::string> rule_names_;
+  std::vector<std::vector<int32_t>> return_states_;
+  int32_t root_rule_ = 0;
+};
+
+// Byte moves of `s` as runs with one target, (first byte, to(target)), a
+// dead byte's target -1: most states move on a few ranges, so a round of
+// refinement reads a handful of runs instead of 256 bytes.
+template <typename To>
+void AppendRuns(const Pda& pda, int32_t s, To to,
+                std::vector<std::pair<int32_t, int32_t>>* runs) {
+  int32_t prev = -2;
+  for (int32_t c = 0; c < pda.num_byte_classes(); ++c) {
+    const uint8_t b = pda.ClassByte(c);
+    const int32_t t = pda.Next(s, b);
+    const int32_t mapped = t == Pda::kDead ? -1 : to(t);
+    if (mapped != prev) runs->push_back({b, mapped});
+    prev = mapped;
+  }
+}
+
+}  // namespace grammard::grammar::internal
+
+#endif  // GRAMMARD_GRAMMAR_ENGINE_PDA_H_

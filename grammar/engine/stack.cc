@@ -1,0 +1,259 @@
+#include "grammar/engine/stack.h"
+
+#include <algorithm>
+#include <string_view>
+
+namespace grammard::grammar::internal {
+
+void StampedMap::Insert(uint64_t key, int32_t value) {
+  if ((size_ + 1) * 2 > slots_.size()) {
+    std::vector<Slot> old;
+    old.swap(slots_);
+    slots_.assign(old.size() * 2, Slot{});
+    const uint32_t live = gen_;
+    gen_ = 1;
+    size_ = 0;
+    for (const Slot& slot : old) {
+      if (slot.gen == live) Insert(slot.key, slot.value);
+    }
+  }
+  for (size_t i = Hash(key);; i = (i + 1) & (slots_.size() - 1)) {
+    Slot& slot = slots_[i];
+    if (slot.gen != gen_) {
+      slot = {key, value, gen_};
+      ++size_;
+      return;
+    }
+    if (slot.key == key) {
+      slot.value = value;
+      return;
+    }
+  }
+}
+
+int32_t Stepper::Intern(StackPool* pool, int32_t state, int32_t parent) {
+  // Equal stacks must be one node, or sets would grow with every ambiguity;
+  // nodes made during one step are the only candidates.
+  const uint64_t key =
+      (static_cast<uint64_t>(static_cast<uint32_t>(state)) << 32) |
+      static_cast<uint32_t>(parent);
+  int32_t id = made_.Find(key);
+  if (id >= 0) return id;
+  id = pool->Add(state, parent);
+  made_.Insert(key, id);
+  return id;
+}
+
+bool Stepper::CloseChain(StackPool* pool_in, int32_t seed,
+                         std::vector<int32_t>* scan, CloseFlags* flags) {
+  StackPool& pool = *pool_in;
+  const Pda& pda = *pda_;
+  const size_t mark = scan->size();
+  size_t after_seed = mark;  // where the closure of the seed's parent begins
+  CloseFlags reached;
+  for (int32_t id = seed;;) {
+    if (id == kBottom || id == kOpen) {
+      (id == kBottom ? reached.bottom : reached.open) = true;
+      break;
+    }
+    if (id != seed) {
+      const ChainMemo& m = pool.memo(id);
+      if (m.count >= 0) {
+        scan->insert(scan->end(), m.ids, m.ids + m.count);
+        reached.bottom |= m.flags.bottom;
+        reached.open |= m.flags.open;
+        break;
+      }
+    }
+    const StackNode& node = pool[id];
+    if (pda.CallsBegin(node.state) != pda.CallsEnd(node.state)) return false;
+    if (pda.HasBytes(node.state)) scan->push_back(id);
+    if (id == seed) after_seed = scan->size();
+    if (!pda.IsFinal(node.state)) break;
+    id = node.parent;
+  }
+  const int32_t parent = seed >= 0 ? pool[seed].parent : -1;
+  const size_t count = scan->size() - after_seed;
+  if (parent >= 0 && pda.IsFinal(pool[seed].state) &&
+      count <= ChainMemo::kMaxIds) {
+    ChainMemo& m = pool.memo(parent);
+    if (m.count < 0) {
+      m.count = static_cast<int8_t>(count);
+      m.flags = reached;
+      std::copy(scan->begin() + after_seed, scan->end(), m.ids);
+    }
+  }
+  flags->bottom |= reached.bottom;
+  flags->open |= reached.open;
+  return true;
+}
+
+CloseFlags Stepper::Close(StackPool* pool_in, const int32_t* seeds, size_t n,
+                          std::vector<int32_t>* scan) {
+  StackPool& pool = *pool_in;
+  const Pda& pda = *pda_;
+  CloseFlags flags;
+  const size_t mark = scan->size();
+  auto overflowed = [&] {
+    scan->resize(mark);
+    made_.Clear();
+    CloseFlags dead;
+    dead.overflow = true;
+    return dead;
+  };
+  {
+    // Most closes: stacks whose tops end their rules a few times over and
+    // call nothing on the way: walks up chains (remembered per caller), with
+    // a call anywhere handled by the general walk below.
+    bool pure = true;
+    for (size_t k = 0; k < n && pure; ++k)
+      pure = CloseChain(&pool, seeds[k], scan, &flags);
+    if (pure) {
+      if (n > 1) {  // chains may meet
+        std::sort(scan->begin() + mark, scan->end());
+        scan->erase(std::unique(scan->begin() + mark, scan->end()),
+                    scan->end());
+      }
+      if (scan->size() - mark > kMaxScanNodes) return overflowed();
+      made_.Clear();
+      return flags;
+    }
+    scan->resize(mark);
+    flags = CloseFlags();
+  }
+  work_.assign(seeds, seeds + n);
+  seen_.Clear();
+  while (!work_.empty()) {
+    int32_t id = work_.back();
+    work_.pop_back();
+    if (id == kBottom) {
+      flags.bottom = true;
+      continue;
+    }
+    if (id == kOpen) {
+      flags.open = true;
+      continue;
+    }
+    if (seen_.Find(static_cast<uint64_t>(id)) >= 0) continue;
+    seen_.Insert(static_cast<uint64_t>(id), 0);
+    const StackNode node = pool[id];
+    if (pda.HasBytes(node.state)) {
+      scan->push_back(id);
+      if (scan->size() - mark > kMaxScanNodes) return overflowed();
+    }
+    if (pda.IsFinal(node.state)) work_.push_back(node.parent);
+    for (const PdaCall* c = pda.CallsBegin(node.state);
+         c != pda.CallsEnd(node.state); ++c) {
+      // A tail call returns straight to this node's parent.
+      int32_t ret = pda.IsTail(c->return_state)
+                        ? node.parent
+                        : Intern(&pool, c->return_state, node.parent);
+      work_.push_back(Intern(&pool, pda.RuleStart(c->rule), ret));
+    }
+  }
+  made_.Clear();
+  return flags;
+}
+
+CloseFlags Stepper::Step(StackPool* pool, const int32_t* begin,
+                         const int32_t* end, uint8_t byte,
+                         std::vector<int32_t>* scan) {
+  if (end - begin == 1) {
+    // One stack top moving to a state that neither calls nor ends needs no
+    // closing; a self-loop keeps the very node.
+    const StackNode node = (*pool)[*begin];
+    const int32_t next = pda_->Next(node.state, byte);
+    if (next == Pda::kDead) return {};
+    if (!pda_->IsFinal(next) &&
+        pda_->CallsBegin(next) == pda_->CallsEnd(next)) {
+      scan->push_back(next == node.state ? *begin
+                                         : pool->Add(next, node.parent));
+      return {};
+    }
+  }
+  seeds_.clear();
+  made_.Clear();
+  moves_.clear();
+  for (const int32_t* it = begin; it != end; ++it) {
+    const StackNode node = (*pool)[*it];
+    int32_t next = pda_->Next(node.state, byte);
+    // A self-loop keeps the very node: a set that reads a byte back into
+    // itself then comes out with the same ids, which callers can detect.
+    if (next != Pda::kDead)
+      moves_.push_back({next, node.parent, next == node.state ? *it : -1});
+  }
+  auto node_for = [&](const Move& m) {
+    return m.same >= 0 ? m.same : pool->Add(m.state, m.parent);
+  };
+  if (moves_.size() <= 8) {  // few: deduplicate by comparing
+    for (size_t i = 0; i < moves_.size(); ++i) {
+      bool dup = false;
+      for (size_t j = 0; j < i && !dup; ++j) {
+        dup = moves_[j].state == moves_[i].state &&
+              moves_[j].parent == moves_[i].parent;
+      }
+      if (!dup) seeds_.push_back(node_for(moves_[i]));
+    }
+  } else {
+    for (const Move& m : moves_) {
+      const uint64_t key =
+          (static_cast<uint64_t>(static_cast<uint32_t>(m.state)) << 32) |
+          static_cast<uint32_t>(m.parent);
+      int32_t id = made_.Find(key);
+      if (id < 0) {
+        id = node_for(m);
+        made_.Insert(key, id);
+      }
+      seeds_.push_back(id);
+    }
+  }
+  return Close(pool, seeds_.data(), seeds_.size(), scan);
+}
+
+void Stepper::ReadSorted(
+    StackPool* pool, const int32_t* begin, const int32_t* end,
+    const Vocabulary& vocab, const std::vector<int32_t>& ids,
+    const std::function<void(int32_t, const TokenReach&)>& visit,
+    size_t offset) {
+  const size_t mark = pool->size();
+  sorted_sets_.assign(begin, end);
+  sorted_levels_.assign(1, {0, mark, {}, false});
+  std::string_view prev;  // the token the levels were computed for
+  for (int32_t id : ids) {
+    const std::string_view bytes = vocab.bytes(id).substr(offset);
+    // Levels up to the shared prefix stay; deeper ones are dropped.
+    size_t keep = 0;
+    const size_t limit =
+        std::min({prev.size(), bytes.size(), sorted_levels_.size() - 1});
+    while (keep < limit && prev[keep] == bytes[keep]) ++keep;
+    if (keep + 1 < sorted_levels_.size()) {
+      pool->Truncate(sorted_levels_[keep + 1].pool_size);
+      sorted_sets_.resize(sorted_levels_[keep + 1].sets_begin);
+      sorted_levels_.resize(keep + 1);
+    }
+    prev = bytes;
+    // Step on while the sets live; a token whose prefix died stops there.
+    while (sorted_levels_.size() <= bytes.size() &&
+           sorted_levels_.back().sets_begin < sorted_sets_.size()) {
+      const size_t from = sorted_levels_.back().sets_begin;
+      const size_t from_end = sorted_sets_.size();
+      SortedLevel level{
+          from_end, pool->size(), {}, sorted_levels_.back().escaped};
+      step_out_.clear();
+      level.flags = Step(
+          pool, sorted_sets_.data() + from, sorted_sets_.data() + from_end,
+          static_cast<uint8_t>(bytes[sorted_levels_.size() - 1]), &step_out_);
+      level.escaped |= level.flags.open;
+      sorted_sets_.insert(sorted_sets_.end(), step_out_.begin(),
+                          step_out_.end());
+      sorted_levels_.push_back(level);
+    }
+    const SortedLevel& last = sorted_levels_.back();
+    visit(id,
+          {sorted_levels_.size() - 1 == bytes.size(),
+           last.sets_begin < sorted_sets_.size(), last.flags, last.escaped});
+  }
+  pool->Truncate(mark);
+}
+
+}  // namespace grammard::grammar::internal

@@ -1,0 +1,203 @@
+// Stack sets of a Pda: how a matcher position is represented and advanced by
+// one byte.
+//
+// A position is a set of "scan" nodes: stack tops that can read a byte. A
+// node is (state, parent), the parent being the node that holds the caller's
+// return state, so stacks share their tails (a tree of nodes in a pool).
+// Advancing by a byte moves every scan node along its byte edge, then closes
+// the result: a node in a final state also stands for its parent (the rule
+// may end), and a node with calls also stands for each called rule's start.
+// Left recursion is rejected when compiling, so closing always terminates.
+//
+// Two parent values are not nodes: kBottom lies below the root rule (reaching
+// it means the whole text may end here) and kOpen stands for an unknown
+// caller (used when classifying tokens for one state in isolation; reaching
+// it means the token leaves the state's rule with bytes still to read).
+//
+// Cost: one step is O(nodes in the set + pushes); sets are small for
+// deterministic grammars. Thread-safety: a StackPool and a Stepper belong to
+// one thread at a time; a Stepper only holds scratch space.
+#ifndef GRAMMARD_GRAMMAR_ENGINE_STACK_H_
+#define GRAMMARD_GRAMMAR_ENGINE_STACK_H_
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "grammar/engine/pda.h"
+#include "grammar/vocabulary.h"
+
+namespace grammard::grammar::internal {
+
+constexpr int32_t kBottom = -1;
+constexpr int32_t kOpen = -2;
+
+struct StackNode {
+  int32_t state;
+  int32_t parent;  // a node id, kBottom or kOpen
+};
+
+// What closing a set reached besides scan nodes.
+struct CloseFlags {
+  bool bottom = false;  // the whole text may end here
+  bool open = false;    // left the classified state's rule (see kOpen)
+  // More than kMaxScanNodes stacks: nothing was kept (a dead end).
+  bool overflow = false;
+};
+
+// The most stacks one position may hold. Stacks are a tree, not a graph,
+// so a grammar ambiguous at every nesting level doubles them per level
+// (ebnf_fuzzer found one reaching millions, seconds per token); past this
+// the position counts as dead. Real grammars hold a handful.
+constexpr size_t kMaxScanNodes = 4096;
+
+// The closure of one node when it is a plain chain (its state and those of
+// the callers it ends into call nothing): the scan nodes and flags. Stepping
+// inside a rule that may end after every byte (an identifier, a number)
+// closes the same caller again and again; this remembers it.
+struct ChainMemo {
+  static constexpr int kMaxIds = 6;
+  int8_t count = -1;  // -1: not known (or too long to keep)
+  CloseFlags flags;
+  int32_t ids[kMaxIds];
+};
+
+// Append-only; truncating to an earlier size undoes later pushes, which is
+// how rollback and depth-first token walks release nodes (and their memos).
+class StackPool {
+ public:
+  int32_t Add(int32_t state, int32_t parent) {
+    nodes_.push_back({state, parent});
+    memos_.emplace_back();
+    return static_cast<int32_t>(nodes_.size()) - 1;
+  }
+  const StackNode& operator[](int32_t id) const { return nodes_[id]; }
+  ChainMemo& memo(int32_t id) { return memos_[id]; }
+  size_t size() const { return nodes_.size(); }
+  void Truncate(size_t size) {
+    nodes_.resize(size);
+    memos_.resize(size);
+  }
+  void Clear() {
+    nodes_.clear();
+    memos_.clear();
+  }
+  // What the pool holds, by capacity.
+  size_t MemoryBytes() const {
+    return nodes_.capacity() * sizeof(StackNode) +
+           memos_.capacity() * sizeof(ChainMemo);
+  }
+
+ private:
+  std::vector<StackNode> nodes_;
+  std::vector<ChainMemo> memos_;
+};
+
+// A hash map from 64-bit keys to ids, emptied in O(1) by a generation
+// stamp: closing a set uses two of these per byte step.
+class StampedMap {
+ public:
+  StampedMap() : slots_(64) {}
+  void Clear() {
+    size_ = 0;
+    if (++gen_ == 0) {  // wrapped: stale stamps could match again
+      slots_.assign(slots_.size(), Slot{});
+      gen_ = 1;
+    }
+  }
+  // The value for `key`, or -1.
+  int32_t Find(uint64_t key) const {
+    for (size_t i = Hash(key);; i = (i + 1) & (slots_.size() - 1)) {
+      const Slot& slot = slots_[i];
+      if (slot.gen != gen_) return -1;
+      if (slot.key == key) return slot.value;
+    }
+  }
+  void Insert(uint64_t key, int32_t value);
+
+ private:
+  struct Slot {
+    uint64_t key = 0;
+    int32_t value = 0;
+    uint32_t gen = 0;
+  };
+  size_t Hash(uint64_t key) const {
+    return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 32) &
+           (slots_.size() - 1);
+  }
+  std::vector<Slot> slots_;
+  uint32_t gen_ = 1;
+  size_t size_ = 0;
+};
+
+class Stepper {
+ public:
+  explicit Stepper(const Pda& pda) : pda_(&pda) {}
+
+  // Closes `seeds` (node ids, or kBottom / kOpen) into scan nodes appended to
+  // `scan`, deduplicated; returns what else was reached. Past kMaxScanNodes
+  // it appends nothing and returns only `overflow`.
+  CloseFlags Close(StackPool* pool, const int32_t* seeds, size_t n,
+                   std::vector<int32_t>* scan);
+
+  // Advances the scan nodes in [begin, end) by `byte`, appending the closed
+  // result to `scan` (which must not alias the input range).
+  CloseFlags Step(StackPool* pool, const int32_t* begin, const int32_t* end,
+                  uint8_t byte, std::vector<int32_t>* scan);
+
+  // How far a token's bytes got from a scan set (see ReadSorted).
+  struct TokenReach {
+    bool read_all;    // every byte was stepped (else a prefix died first)
+    bool alive;       // scan nodes remain after the last byte stepped
+    CloseFlags last;  // what the last step reached besides scan nodes
+    bool escaped;     // some step reached kOpen
+    // Whether the token can be read: all of it consumed with a way to go
+    // on, or with the text (or the frame) able to end.
+    bool readable() const {
+      return read_all && (alive || last.bottom || last.open);
+    }
+  };
+
+  // Reads each of `ids`, but for its first `offset` bytes, from the scan
+  // set [begin, end) and calls visit(id, reach), in `ids`' order. Those bytes
+  // (in `vocab`) must come in ascending order so that tokens sharing a prefix
+  // share its steps. Leaves the pool as it found it.
+  void ReadSorted(StackPool* pool, const int32_t* begin, const int32_t* end,
+                  const Vocabulary& vocab, const std::vector<int32_t>& ids,
+                  const std::function<void(int32_t, const TokenReach&)>& visit,
+                  size_t offset = 0);
+
+ private:
+  // Appends the closure of `seed` when it is a plain chain (see ChainMemo),
+  // remembering it for the seed's parent; false, with `scan` partly
+  // appended, at the first call on the way.
+  bool CloseChain(StackPool* pool, int32_t seed, std::vector<int32_t>* scan,
+                  CloseFlags* flags);
+  // The node (state, parent) made during the current step, or a new one.
+  int32_t Intern(StackPool* pool, int32_t state, int32_t parent);
+
+  const Pda* pda_;
+  StampedMap made_;  // (state, parent) -> node made in the current step
+  StampedMap seen_;  // node ids already closed in the current Close
+  std::vector<int32_t> work_;
+  std::vector<int32_t> seeds_;
+  struct Move {
+    int32_t state, parent;
+    int32_t same;  // the moving node when it loops to its own state, or -1
+  };
+  std::vector<Move> moves_;
+  std::vector<int32_t> step_out_;  // ReadSorted's step results
+  // ReadSorted's levels: the sets after each byte of the last token read.
+  struct SortedLevel {
+    size_t sets_begin;  // into sorted_sets_
+    size_t pool_size;   // before the level's step
+    CloseFlags flags;   // what the step reached besides scan nodes
+    bool escaped;       // some step up to this one reached kOpen
+  };
+  std::vector<SortedLevel> sorted_levels_;
+  std::vector<int32_t> sorted_sets_;
+};
+
+}  // namespace grammard::grammar::internal
+
+#endif  // GRAMMARD_GRAMMAR_ENGINE_STACK_H_

@@ -1,0 +1,478 @@
+// Per-keyword tests of JsonSchemaToGrammar: each grammar is lowered to bytes
+// and checked with the Earley oracle on texts the schema accepts and
+// rejects.
+#include "grammar/frontends/json_schema/json_schema.h"
+
+#include <string>
+#include <vector>
+
+#include "grammar/ir/utf8_lowering.h"
+#include "grammar/testing/earley_oracle.h"
+#include "gtest/gtest.h"
+
+namespace grammard::grammar {
+namespace {
+
+// Converts `schema` and expects `good` texts accepted and `bad` rejected.
+void Expect(const std::string& schema, const std::vector<std::string>& good,
+            const std::vector<std::string>& bad,
+            const JsonSchemaOptions& options = {}) {
+  absl::StatusOr<JsonSchemaResult> r = JsonSchemaToGrammar(schema, options);
+  ASSERT_TRUE(r.ok()) << schema << ": " << r.status();
+  absl::StatusOr<Grammar> bytes = LowerToBytes(r->grammar);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  absl::StatusOr<EarleyOracle> oracle = EarleyOracle::Create(*bytes);
+  ASSERT_TRUE(oracle.ok()) << oracle.status();
+  for (const std::string& t : good) {
+    EXPECT_TRUE(oracle->Check(t) & EarleyOracle::kComplete)
+        << schema << " should accept " << t << "\n"
+        << r->grammar.ToString();
+  }
+  for (const std::string& t : bad) {
+    EXPECT_FALSE(oracle->Check(t) & EarleyOracle::kComplete)
+        << schema << " should reject " << t << "\n"
+        << r->grammar.ToString();
+  }
+}
+
+// Expects strict mode to refuse `schema` with a message naming `pointer`.
+void ExpectRefused(const std::string& schema, const std::string& pointer) {
+  absl::StatusOr<JsonSchemaResult> r = JsonSchemaToGrammar(schema);
+  ASSERT_FALSE(r.ok()) << schema;
+  EXPECT_NE(r.status().message().find(pointer), std::string::npos)
+      << r.status();
+}
+
+TEST(JsonSchemaTest, Types) {
+  Expect(R"({"type": "integer"})", {"0", "-12", "1.0", "10"},
+         {"1.5", "\"1\"", "01", "-0", "null"});
+  Expect(R"({"type": ["string", "null"]})", {"null", "\"a\"", "\"\\u0041\""},
+         {"1", "true", "[]"});
+  Expect(R"({"type": "number"})", {"1", "-1.5e10", "0.25"}, {"+1", ".5"});
+  Expect(R"({"type": "boolean"})", {"true", "false"}, {"null", "1"});
+  Expect("true", {"1", "{\"a\":[null]}"}, {"nul"});
+  Expect("false", {}, {"1", "null", "{}"});
+}
+
+TEST(JsonSchemaTest, EnumAndConst) {
+  Expect(R"({"enum": [1, "a", null, {"k": [true]}]})",
+         {"1", "1.0", "\"a\"", "null", "{\"k\":[true]}"},
+         {"2", "\"b\"", "{}", "true"});
+  Expect(R"({"const": 5, "type": "integer"})", {"5"}, {"6"});
+  Expect(R"({"enum": [1, "a"], "type": "string"})", {"\"a\""}, {"1"});
+}
+
+TEST(JsonSchemaTest, NumericBounds) {
+  Expect(R"({"type": "integer", "minimum": -5, "exclusiveMaximum": 100})",
+         {"-5", "0", "99"}, {"-6", "100", "1000"});
+  Expect(R"({"type": "integer", "minimum": 1000000000000000000000})",
+         {"1000000000000000000000", "99999999999999999999999"},
+         {"999999999999999999999", "5"});
+  Expect(R"({"type": "number", "maximum": 2.5})", {"2.5", "-3", "2.49"},
+         {"2.51", "3"});
+  Expect(R"({"type": "integer", "multipleOf": 3, "minimum": 0})",
+         {"0", "3", "300"}, {"1", "-3", "4"});
+}
+
+TEST(JsonSchemaTest, Strings) {
+  Expect(R"({"type": "string", "minLength": 2, "maxLength": 3})",
+         {"\"ab\"", "\"abc\"", "\"\\u00e9a\""}, {"\"a\"", "\"abcd\""});
+  Expect(R"({"type": "string", "pattern": "^[a-z]+$", "maxLength": 3})",
+         {"\"abc\""}, {"\"abcd\"", "\"aB\"", "\"\""});
+  Expect(R"({"type": "string", "pattern": "b+"})", {"\"abba\"", "\"b\""},
+         {"\"ac\""});
+  // Anchors inside a group that is a whole alternative.
+  Expect(R"js({"type": "string", "pattern": "^$|(^[0-9]+$)|(?:x)"})js",
+         {"\"\"", "\"12\"", "\"axb\""}, {"\"1a\"", "\"a\""});
+}
+
+TEST(JsonSchemaTest, LongLengths) {
+  // Past the regex parsers' repeat bound (10000): the engine counts it (the
+  // oracle is too slow for such strings, so the bound is read off the
+  // grammar).
+  absl::StatusOr<JsonSchemaResult> r =
+      JsonSchemaToGrammar(R"({"type": "string", "maxLength": 32767})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NE(r->grammar.ToString().find("{0,32767}"), std::string::npos)
+      << r->grammar.ToString();
+  ExpectRefused(R"({"type": "string", "maxLength": 1000000})", "#/maxLength");
+}
+
+TEST(JsonSchemaTest, PatternDotsFollowEcmaScript) {
+  // `.` matches no line terminator in ECMAScript.
+  Expect(R"({"type": "string", "pattern": "^a.b$"})", {"\"axb\"", "\"a\\tb\""},
+         {"\"a\\nb\"", "\"a\\rb\"", "\"a\u2028b\""});
+}
+
+TEST(JsonSchemaTest, Formats) {
+  Expect(R"({"type": "string", "format": "date"})", {"\"2024-02-29\""},
+         {"\"2023-02-29\"", "\"2024-13-01\""});
+  Expect(R"({"type": "string", "format": "ipv4"})", {"\"192.168.0.1\""},
+         {"\"256.1.1.1\"", "\"1.2.3\""});
+  Expect(R"({"type": "string", "format": "uuid"})",
+         {"\"123e4567-e89b-12d3-a456-426614174000\""}, {"\"123e4567\""});
+}
+
+TEST(JsonSchemaTest, Objects) {
+  const std::string schema = R"({
+    "type": "object",
+    "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+    "required": ["a"],
+    "additionalProperties": false})";
+  Expect(schema, {"{\"a\":1}", "{\"a\":1,\"b\":\"x\"}"},
+         {"{}", "{\"b\":\"x\"}", "{\"a\":1,\"c\":2}", "{\"a\":\"1\"}",
+          "{\"b\":\"x\",\"a\":1}"});
+  JsonSchemaOptions required_first;
+  required_first.property_order = JsonPropertyOrder::kRequiredFirst;
+  Expect(R"({"properties": {"a": {}, "b": {}}, "required": ["b"]})",
+         {"{\"b\":1,\"a\":2}", "{\"b\":1}"}, {"{\"a\":2,\"b\":1}"},
+         required_first);
+  JsonSchemaOptions any_order;
+  any_order.property_order = JsonPropertyOrder::kAny;
+  Expect(schema, {"{\"b\":\"x\",\"a\":1}"}, {"{\"a\":1,\"a\":1}"}, any_order);
+  // Any order up to six declared properties; as written past them.
+  JsonSchemaOptions when_small;
+  when_small.property_order = JsonPropertyOrder::kAnyWhenSmall;
+  Expect(schema, {"{\"b\":\"x\",\"a\":1}", "{\"a\":1,\"b\":\"x\"}"},
+         {"{\"a\":1,\"a\":1}", "{\"b\":\"x\"}"}, when_small);
+  Expect(R"({"properties": {"p1": {}, "p2": {}, "p3": {}, "p4": {},
+                            "p5": {}, "p6": {}, "p7": {}},
+             "additionalProperties": false})",
+         {"{\"p1\":1,\"p7\":2}"}, {"{\"p7\":2,\"p1\":1}"}, when_small);
+  // Larger objects in any order too, declared members repeatable; required
+  // ones still required, every occurrence checked.
+  JsonSchemaOptions repeatable;
+  repeatable.property_order = JsonPropertyOrder::kAnyRepeatable;
+  const std::string seven = R"({"properties": {"p1": {}, "p2": {}, "p3": {},
+      "p4": {}, "p5": {}, "p6": {}, "p7": {"type": "integer"}},
+      "required": ["p7", "p2"], "additionalProperties": false)";
+  Expect(seven + "}",
+         {"{\"p7\":2,\"p2\":1}", "{\"p2\":1,\"p1\":0,\"p7\":2}",
+          "{\"p7\":2,\"p2\":1,\"p7\":3}"},
+         {"{\"p7\":2}", "{\"p2\":1,\"p1\":0}",
+          "{\"p7\":2,\"p2\":1,\"p7\":\"x\"}", "{\"p7\":2,\"p2\":1,\"q\":1}"},
+         repeatable);
+  Expect(schema, {"{\"b\":\"x\",\"a\":1}"}, {"{\"a\":1,\"a\":1}"}, repeatable);
+  // Counting members needs each name once: as written.
+  Expect(seven + R"(, "maxProperties": 3})", {"{\"p2\":1,\"p7\":2}"},
+         {"{\"p7\":2,\"p2\":1}", "{\"p2\":1,\"p2\":1,\"p7\":2}"}, repeatable);
+  Expect(R"({"patternProperties": {"^x": {"type": "integer"}},
+             "additionalProperties": {"type": "string"}})",
+         {"{\"x1\":1,\"y\":\"s\"}", "{}"}, {"{\"x1\":\"s\"}", "{\"y\":1}"});
+  Expect(R"({"propertyNames": {"maxLength": 2}, "minProperties": 1,
+             "maxProperties": 2})",
+         {"{\"ab\":1}", "{\"a\":1,\"b\":2}"},
+         {"{}", "{\"abc\":1}", "{\"a\":1,\"b\":2,\"c\":3}"});
+  Expect(R"({"dependentRequired": {"a": ["b"]}})",
+         {"{\"b\":1}", "{\"a\":1,\"b\":2}", "{\"b\":2,\"a\":1}"}, {"{\"a\":1}"},
+         any_order);
+}
+
+TEST(JsonSchemaTest, ObjectStatesShareTheirPieces) {
+  // Six members in any order: 64 states, each choosing among the members
+  // left, and a key that is none of the six names. References to a rule,
+  // separators, brackets and the escaped and multi-byte forms of a key's
+  // characters are one expression each, not one per use.
+  JsonSchemaOptions any_order;
+  any_order.property_order = JsonPropertyOrder::kAny;
+  absl::StatusOr<JsonSchemaResult> r = JsonSchemaToGrammar(
+      R"({"properties": {"alpha": {}, "bravo": {}, "charlie": {},
+                         "delta": {}, "echo": {}, "foxtrot": {}}})",
+      any_order);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_LT(r->grammar.exprs.size(), 1000u);  // 1,762 with copies
+}
+
+TEST(JsonSchemaTest, NamesWhoseValuesShareASchemaShareOneKey) {
+  // A pattern whose value is what additionalProperties allows anyway
+  // constrains nothing: the object is any object, with no key automaton
+  // counting to 255 (a first mask's walk of the vocabulary per count).
+  const std::string counted =
+      R"({"type": "object", "patternProperties": {"^.{1,255}$": {}}})";
+  absl::StatusOr<JsonSchemaResult> plain =
+      JsonSchemaToGrammar(R"({"type": "object"})");
+  absl::StatusOr<JsonSchemaResult> patterned = JsonSchemaToGrammar(counted);
+  ASSERT_TRUE(plain.ok() && patterned.ok());
+  EXPECT_LE(patterned->grammar.exprs.size(),
+            plain->grammar.exprs.size() + 40);  // 1,678 apart
+  Expect(counted,
+         {"{}", "{\"\":1}", "{\"" + std::string(300, 'k') + "\":[1]}",
+          "{\"a\":{},\"b\":2}"},
+         {"{\"a\"}", "[]"});
+  // Two patterns and the other names, all integers: one key for all three,
+  // still typed.
+  Expect(R"({"patternProperties": {"^x": {"type": "integer"},
+                                   "^y": {"type": "integer"}},
+             "additionalProperties": {"type": "integer"}})",
+         {"{\"x1\":1,\"y\":2,\"z\":3}", "{}"},
+         {"{\"x1\":\"s\"}", "{\"z\":\"s\"}"});
+}
+
+TEST(JsonSchemaTest, Unevaluated) {
+  Expect(R"({"properties": {"a": true}, "unevaluatedProperties": false})",
+         {"{\"a\":1}", "{}"}, {"{\"b\":1}"});
+  Expect(R"({"prefixItems": [true], "unevaluatedItems": {"type": "null"}})",
+         {"[1,null]"}, {"[1,2]"});
+  // allOf and $ref always apply, so what they evaluate is known.
+  Expect(R"({"allOf": [{"properties": {"a": true}}],
+             "$ref": "#/$defs/b", "$defs": {"b": {"patternProperties":
+                                                   {"^x": true}}},
+             "unevaluatedProperties": false})",
+         {"{\"a\":1}", "{\"x1\":1}"}, {"{\"b\":1}"});
+  // anyOf evaluates what its passing branches do: not known statically.
+  ExpectRefused(R"({"anyOf": [{"properties": {"a": true}}],
+                    "unevaluatedProperties": false})",
+                "#/unevaluatedProperties");
+}
+
+TEST(JsonSchemaTest, Arrays) {
+  Expect(R"({"type": "array", "items": {"type": "integer"}, "minItems": 1,
+             "maxItems": 3})",
+         {"[1]", "[1,2,3]"}, {"[]", "[1,2,3,4]", "[\"a\"]"});
+  Expect(R"({"prefixItems": [{"type": "string"}], "items": false})",
+         {"[]", "[\"a\"]"}, {"[\"a\",1]", "[1]"});
+  Expect(R"({"contains": {"type": "string"}, "minContains": 2,
+             "maxContains": 2})",
+         {"[\"a\",1,\"b\"]"}, {"[\"a\"]", "[\"a\",\"b\",\"c\"]", "[]"});
+  Expect(R"({"items": {"enum": [1, 2, 3]}, "uniqueItems": true})",
+         {"[]", "[1,2]", "[3,1,2]"}, {"[1,1]", "[1,2,1]", "[4]"});
+  Expect(R"({"$schema": "http://json-schema.org/draft-07/schema#",
+             "items": [{"type": "integer"}], "additionalItems": false})",
+         {"[1]"}, {"[1,2]"});
+}
+
+TEST(JsonSchemaTest, Combinators) {
+  Expect(R"({"anyOf": [{"type": "integer"}, {"type": "string"}]})",
+         {"1", "\"a\""}, {"null"});
+  Expect(R"({"oneOf": [{"type": "integer"}, {"minimum": 2}]})", {"1", "2.5"},
+         {"2", "3"});
+  Expect(R"({"allOf": [{"type": "integer"}, {"maximum": 3}]})", {"3"},
+         {"4", "\"a\""});
+  Expect(R"({"not": {"type": "string"}})", {"1", "null"}, {"\"a\""});
+  Expect(R"({"if": {"type": "integer"}, "then": {"minimum": 5},
+             "else": {"type": "string"}})",
+         {"5", "\"a\""}, {"4", "null"});
+}
+
+TEST(JsonSchemaTest, NegatedAdditionalProperties) {
+  JsonSchemaOptions any_order;
+  any_order.property_order = JsonPropertyOrder::kAny;
+  // Some member other than "a" must exist.
+  Expect(R"({"type": "object",
+             "not": {"properties": {"a": {}}, "additionalProperties": false}})",
+         {"{\"b\":1}", "{\"a\":1,\"b\":2}", "{\"b\":2,\"a\":1}"},
+         {"{}", "{\"a\":1}"}, any_order);
+  // ... or one whose value is not a string; or "a" breaking its schema.
+  Expect(R"({"type": "object",
+             "not": {"properties": {"a": {"type": "integer"}},
+                     "additionalProperties": {"type": "string"}}})",
+         {"{\"b\":1}", "{\"a\":\"x\"}", "{\"c\":\"s\",\"b\":null}"},
+         {"{}", "{\"a\":1}", "{\"b\":\"s\",\"a\":2}"}, any_order);
+  // oneOf branches that overlap, one closed to other members.
+  Expect(R"({"oneOf": [
+               {"properties": {"a": {}}, "required": ["a"],
+                "additionalProperties": false},
+               {"required": ["b"]}]})",
+         {"{\"a\":1}", "{\"b\":1}", "{\"a\":1,\"c\":2,\"b\":3}"},
+         {"{}", "{\"c\":1}"}, any_order);
+}
+
+TEST(JsonSchemaTest, References) {
+  Expect(R"({"$defs": {"node": {"type": "object",
+               "properties": {"next": {"$ref": "#/$defs/node"}},
+               "additionalProperties": false}},
+             "$ref": "#/$defs/node"})",
+         {"{}", "{\"next\":{\"next\":{}}}"}, {"{\"next\":1}"});
+  Expect(R"({"$defs": {"a": {"$anchor": "pos", "minimum": 0}},
+             "type": "integer", "$ref": "#pos"})",
+         {"3"}, {"-1"});
+}
+
+TEST(JsonSchemaTest, DynamicRefWithOneAnchorIsARef) {
+  Expect(R"({"$defs": {"n": {"$dynamicAnchor": "n", "type": "integer"}},
+             "items": {"$dynamicRef": "#n"}})",
+         {"[1,2]"}, {"[\"a\"]"});
+  // Two anchors of the name: the target depends on the dynamic scope.
+  ExpectRefused(R"({"$id": "https://x/a", "$dynamicAnchor": "n",
+                    "$defs": {"b": {"$id": "https://x/b",
+                                    "$dynamicAnchor": "n"}},
+                    "items": {"$dynamicRef": "#n"}})",
+                "$dynamicRef");
+}
+
+TEST(JsonSchemaTest, Layouts) {
+  const std::string schema =
+      R"({"type": "object", "properties": {"a": {"type": "array"}}})";
+  JsonSchemaOptions compact;
+  compact.whitespace = JsonWhitespace::kCompact;
+  Expect(schema, {"{\"a\":[1,2]}"}, {"{\"a\": [1,2]}", " {\"a\":[]}"}, compact);
+  JsonSchemaOptions indented;
+  indented.whitespace = JsonWhitespace::kIndented;
+  indented.key_separator = ": ";
+  Expect(schema, {"{\n  \"a\": [\n    1\n  ]\n}", "{}"}, {"{\"a\":[1]}"},
+         indented);
+  JsonSchemaOptions capped;
+  capped.max_whitespace_run = 1;
+  Expect(schema, {"{ \"a\" : [ ] }"}, {"{  \"a\":[]}"}, capped);
+}
+
+// An object of more properties than its automaton may have blames
+// "properties", not a minProperties/maxProperties it does not have.
+TEST(JsonSchemaTest, TooManyPropertiesBlameProperties) {
+  std::string schema = R"({"type": "object", "properties": {)";
+  for (int i = 0; i < 5000; ++i) {
+    schema += (i > 0 ? ", \"p" : "\"p") + std::to_string(i) +
+              "\": {\"type\": \"integer\"}";
+  }
+  schema += "}}";
+  absl::StatusOr<JsonSchemaResult> r = JsonSchemaToGrammar(schema);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("\"properties\" at #/properties"),
+            std::string::npos)
+      << r.status();
+  EXPECT_EQ(r.status().message().find("maxProperties"), std::string::npos)
+      << r.status();
+  EXPECT_NE(r.status().message().find("5000 properties"), std::string::npos)
+      << r.status();
+}
+
+// Whenever the deadline passes, the conversion stops with DeadlineExceeded:
+// never a refusal of the keyword being converted (strict) nor a drop
+// (lenient), which a cache would keep as the schema's verdict. (CI once saw
+// `cannot enforce "pattern" ...: the schema took longer to convert than its
+// deadline allows`, cached.) Deadlines sweep across the conversion, so
+// some land inside every keyword's work.
+TEST(JsonSchemaTest, ADeadlineIsNeverAKeywordsFault) {
+  const std::string schema = R"({"type": "object", "properties": {
+      "id": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{4,8}$"},
+      "at": {"type": "string", "format": "date-time"},
+      "n": {"type": "integer", "multipleOf": 7, "minimum": 3},
+      "s": {"type": "string", "maxLength": 20, "pattern": "b+"}},
+      "propertyNames": {"pattern": "^[a-z]+$"},
+      "additionalProperties": {"not": {"type": "string"}}})";
+  for (bool strict : {true, false}) {
+    for (int us = 0; us < 3000; us += 15) {
+      JsonSchemaOptions options;
+      options.strict = strict;
+      options.deadline =
+          std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+      absl::StatusOr<JsonSchemaResult> r = JsonSchemaToGrammar(schema, options);
+      if (!r.ok()) {
+        if (r.status().message().find("deadline") != std::string::npos) {
+          EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded)
+              << r.status();
+        }
+        continue;
+      }
+      for (const DroppedKeyword& d : r->dropped) {
+        EXPECT_EQ(d.reason.find("deadline"), std::string::npos)
+            << d.keyword << " at " << d.pointer << ": " << d.reason;
+      }
+    }
+  }
+}
+
+TEST(JsonSchemaTest, StrictModeNamesTheKeyword) {
+  ExpectRefused(R"({"properties": {"a": {"uniqueItems": true}}})",
+                "#/properties/a/uniqueItems");
+  ExpectRefused(R"js({"type": "string", "pattern": "(?=a)"})js", "#/pattern");
+  ExpectRefused(R"({"$ref": "http://example.com/x.json"})", "$ref");
+}
+
+TEST(JsonSchemaTest, NarrowedFormatsAreNeverComplemented) {
+  // The time grammar refuses leap seconds outside UTC, so "not time" would
+  // accept "15:59:60-08:00", which is a valid time.
+  ExpectRefused(R"({"not": {"format": "time"}})", "#/not/format");
+  // Nor may they prove oneOf branches disjoint: the const is a valid time,
+  // so it matches both branches, which only the exact check would see.
+  ExpectRefused(
+      R"({"oneOf": [{"format": "time"}, {"const": "15:59:60-08:00"}]})",
+      "#/oneOf");
+  Expect(R"({"oneOf": [{"format": "date"}, {"const": "2024-01-01"}]})",
+         {"\"2024-01-02\""}, {"\"2024-01-01\""});
+}
+
+// Draft 7 lets validators assert contentEncoding and contentMediaType;
+// 2019-09 and later make them annotations.
+TEST(JsonSchemaTest, ContentKeywordsAreAssertedInDraft7Only) {
+  const std::string draft7 =
+      R"("$schema": "http://json-schema.org/draft-07/schema#", )";
+  Expect("{" + draft7 + R"("contentEncoding": "base64", "maxLength": 8})",
+         {"\"eyJmb28i\"", "\"\"", "\"YQ==\"", "\"YWI=\"", "1"},
+         {"\"eyJmb28iOi%i\"", "\"YR==\"", "\"YWJ=\"", "\"YQ\"",
+          "\"eyJmb28iOiAi\""});
+  Expect(R"({"contentEncoding": "base64"})", {"\"%\""}, {});
+  Expect("{" + draft7 + R"("contentEncoding": "7bit"})", {"\"%\""}, {});
+  ExpectRefused("{" + draft7 + R"("contentMediaType": "Application/JSON"})",
+                "#/contentMediaType");
+  ExpectRefused("{" + draft7 + R"("not": {"contentEncoding": "base64"}})",
+                "#/not/contentEncoding");
+  Expect("{" + draft7 + R"("contentMediaType": "text/html"})", {"\"<\""}, {});
+  Expect(R"({"contentMediaType": "application/json"})", {"\"{:}\""}, {});
+
+  JsonSchemaOptions lenient;
+  lenient.strict = false;
+  absl::StatusOr<JsonSchemaResult> r = JsonSchemaToGrammar(
+      "{" + draft7 +
+          R"("contentMediaType": "application/json", "contentEncoding": "base64"})",
+      lenient);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->dropped.size(), 1u);
+  EXPECT_EQ(r->dropped[0].keyword, "contentMediaType");
+  EXPECT_EQ(r->dropped[0].pointer, "#/contentMediaType");
+}
+
+TEST(JsonSchemaTest, LenientModeListsDroppedKeywords) {
+  JsonSchemaOptions lenient;
+  lenient.strict = false;
+  absl::StatusOr<JsonSchemaResult> r =
+      JsonSchemaToGrammar(R"({"type": "array", "uniqueItems": true})", lenient);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->dropped.size(), 1u);
+  EXPECT_EQ(r->dropped[0].keyword, "uniqueItems");
+  EXPECT_EQ(r->dropped[0].pointer, "#/uniqueItems");
+}
+
+TEST(JsonSchemaTest, HostileSchemasFailCleanly) {
+  EXPECT_EQ(JsonSchemaToGrammar(R"({"$ref": "#"})").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(
+      JsonSchemaToGrammar(R"({"allOf": [{"$ref": "#/allOf/0"}]})").ok());
+  std::string deep;
+  for (int i = 0; i < 400; ++i) deep += R"({"items": )";
+  deep += "true" + std::string(400, '}');
+  absl::StatusOr<JsonSchemaResult> r = JsonSchemaToGrammar(deep);
+  EXPECT_TRUE(r.ok()) << r.status();
+  std::string tuple = R"({"prefixItems": [)";
+  for (int i = 0; i < 20000; ++i) tuple += i ? ",{}" : "{}";
+  tuple += "]}";
+  r = JsonSchemaToGrammar(tuple);
+  EXPECT_TRUE(r.ok()) << r.status();
+  std::string alternatives = R"({"allOf": [)";
+  for (int i = 0; i < 12; ++i) {
+    alternatives += std::string(i ? "," : "") +
+                    R"({"anyOf": [{"minimum": 1}, {"maximum": 0}]})";
+  }
+  alternatives += "]}";
+  EXPECT_EQ(JsonSchemaToGrammar(alternatives).status().code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+TEST(JsonSchemaTest, LimitsGiveClearErrors) {
+  JsonSchemaOptions tiny;
+  tiny.max_grammar_exprs = 10;
+  absl::StatusOr<JsonSchemaResult> r =
+      JsonSchemaToGrammar(R"({"type": "string", "format": "date-time"})", tiny);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted)
+      << r.status();
+  JsonSchemaOptions late;
+  late.deadline = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+  r = JsonSchemaToGrammar(R"({"type": "string", "pattern": "a+b"})", late);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded)
+      << r.status();
+  EXPECT_EQ(JsonSchemaToGrammar("{").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace grammard::grammar
