@@ -2,16 +2,15 @@
 // over the tokenizer registry, the compile pool and per-stream sequences.
 //
 // Decode runs one handler thread per stream (gRPC's synchronous API): it
-// reads a message, applies it and, for a step, writes the step's result. The
-// mask rows of a step are filled across sequences on a shared fill pool
-// (ThreadPool); a stream that finds it busy fills on its own thread, so
-// streams never wait for each other. Readiness changes come from compile
-// threads and are written by the stream's notifier thread, so a client that
-// stops reading never blocks a compile. (gRPC's callback API, which handles
-// a message on the thread that polled it, was tried: in paired step_bench
-// runs it took 10-20 us off the B=64 overhead, less than the host's
-// run-to-run noise, and TSan cannot follow its hand-offs inside Debian's
-// uninstrumented libgrpc.)
+// reads a message and hands it to the stream's DecodeSession
+// (service/decode_session.h), which applies it and, for a step, writes the
+// step's result. The mask rows of a step are filled across sequences on a
+// FillPool shared by all streams; readiness changes come from compile
+// threads and are written by the session's notifier thread. (gRPC's
+// callback API, which handles a message on the thread that polled it, was
+// tried: in paired step_bench runs it took 10-20 us off the B=64 overhead,
+// less than the host's run-to-run noise, and TSan cannot follow its
+// hand-offs inside Debian's uninstrumented libgrpc.)
 //
 // Errors reach clients as canonical gRPC codes with a message naming the
 // sequence and the problem; a sequence's error is reported in its own result
@@ -42,11 +41,11 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "grammar/base/thread_pool.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "proto/grammard.grpc.pb.h"
 #include "service/byte_budget.h"
 #include "service/compile_pool.h"
+#include "service/decode_session.h"
 #include "service/listener_security.h"
 #include "service/rank_sync.h"
 #include "service/service_metrics.h"
@@ -54,31 +53,14 @@
 
 namespace grammard::service {
 
-struct ServiceOptions {
+// Each stream's (DecodeOptions), and the daemon's.
+struct ServiceOptions : DecodeOptions {
   // Threads filling the masks of a step (the stream's own thread included).
   int fill_threads = 2;
-  // Open sequences one stream may hold, and sequences one step may list;
-  // more is RESOURCE_EXHAUSTED.
-  int max_sequences_per_stream = 4096;
-  // Draft tokens one sequence may ask rows for in one step.
-  int max_draft_tokens = 64;
-  // Mask rows one step may ask for (each sequence's 1 + drafts).
-  int max_step_rows = 4096;
-  // Tokens one sequence may hold (see SequenceLimits).
-  int64_t max_sequence_tokens = 262144;
   // Bytes all sequences' matchers may hold together; 0: no limit.
   int64_t max_sequence_memory_bytes = int64_t{2} << 30;
-  // Replies one stream may have queued (statuses waiting for a client that
-  // is slow to read), in bytes; past it the stream is cut off.
-  int64_t max_outbox_bytes = int64_t{16} << 20;
-  // The largest message the server sends: a step whose reply would be
-  // larger is refused as a whole.
-  int64_t max_message_bytes = int64_t{64} << 20;
   // Decode streams the daemon holds at once, over all clients.
   int max_streams = 256;
-  // Encoded mask rows one stream keeps for reuse, by their grammar
-  // position, counted in wire bytes (see service/step_rows.h); 0: none.
-  size_t row_cache_bytes = size_t{4} << 20;
   // Decode streams one client connection (its peer address and port) may
   // hold at once; more is RESOURCE_EXHAUSTED. 0: no limit. Per connection,
   // not per address: a sidecar's clients all come from 127.0.0.1.
@@ -152,8 +134,7 @@ class GrammardService final : public grammard::v1::Grammard::Service {
   ServiceMetrics* const metrics_;
   RankSync rank_sync_;
   ByteBudget sequence_memory_;
-  absl::Mutex fill_mu_;  // held while a step uses fill_pool_
-  grammar::ThreadPool fill_pool_;
+  FillPool fill_pool_;
 
   absl::Mutex mu_;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;

@@ -63,4 +63,15 @@ absl::Status CheckConstraintUtf8(const grammard::v1::Constraint& constraint) {
                    "constraint.json_options.key_separator");
 }
 
+std::string CutMessage(absl::string_view message) {
+  if (message.size() <= kMaxErrorMessageBytes) return std::string(message);
+  return absl::StrCat(message.substr(0, kMaxErrorMessageBytes), "... (",
+                      message.size() - kMaxErrorMessageBytes, " more bytes)");
+}
+
+void SetError(const absl::Status& status, grammard::v1::Error* error) {
+  error->set_code(static_cast<int32_t>(status.code()));
+  error->set_message(CutMessage(status.message()));
+}
+
 }  // namespace grammard::service
