@@ -41,5 +41,17 @@ TEST(WireTextTest, NamesAreBoundedAndUtf8) {
   EXPECT_FALSE(CheckName("\xFF", "tokenizer", 128).ok());
 }
 
+// An error may quote a request: what goes back is cut, saying how much.
+TEST(WireTextTest, ReplyErrorsAreCutSayingHowMuch) {
+  EXPECT_EQ(CutMessage("short"), "short");
+  const std::string quoted(kMaxErrorMessageBytes + 10, 'q');
+  EXPECT_EQ(CutMessage(quoted),
+            std::string(kMaxErrorMessageBytes, 'q') + "... (10 more bytes)");
+  grammard::v1::Error error;
+  SetError(absl::NotFoundError(quoted), &error);
+  EXPECT_EQ(error.code(), static_cast<int32_t>(absl::StatusCode::kNotFound));
+  EXPECT_EQ(error.message(), CutMessage(quoted));
+}
+
 }  // namespace
 }  // namespace grammard::service
