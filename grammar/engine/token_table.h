@@ -49,35 +49,9 @@
 #include "grammar/engine/pda.h"
 #include "grammar/engine/stack.h"
 #include "grammar/engine/token_index.h"
+#include "grammar/engine/token_set.h"
 
 namespace grammard::grammar::internal {
-
-// A set of token ids, stored the cheaper way to put into a mask row: a
-// bitset over the vocabulary when many, else the ids (a regex state that
-// allows a few digits).
-class TokenSet {
- public:
-  TokenSet() = default;
-  // `bits` has one bit per id of the vocabulary, `words` words.
-  static TokenSet FromBits(std::vector<uint32_t> bits);
-  static TokenSet FromIds(std::vector<int32_t> ids, int32_t words);
-
-  // ORs the set into `row` (`words` long). `clean` says the row is still
-  // all zeros (cleared by the first call that writes it), which lets a
-  // bitset be copied rather than merged.
-  void AddTo(uint32_t* row, int32_t words, bool* clean) const;
-  bool is_bitset() const { return !bits_.empty(); }
-  bool empty() const { return bits_.empty() && ids_.empty(); }
-  size_t MemoryBytes() const;
-
-  void Save(ByteWriter* out) const;
-  // False (and `in` failed) unless every id is below `vocab_size`.
-  bool Load(ByteReader* in, int32_t vocab_size);
-
- private:
-  std::vector<uint32_t> bits_;  // empty when ids_ holds the set
-  std::vector<int32_t> ids_;
-};
 
 // Uncertain tokens settled by what lies below a stack top: most tokens that
 // leave a rule end inside its caller (`",` after a string in an array), so
@@ -294,6 +268,26 @@ struct CallerLanding {
 };
 CallerLanding LandInCallers(const Pda& pda, int32_t state, StackPool* pool,
                             Stepper* stepper);
+
+// What lies below a frame of `rule` when nothing else is known: kBottom for
+// a root rule no one calls (leaving it ends the text), else kOpen.
+int32_t Below(const Pda& pda, int32_t rule);
+
+// Whether `state` starts a rule that ReadAsLinks can read (a chain's link).
+bool StartsChainLink(const Pda& pda, int32_t state);
+
+// The context of `uncertain` tokens of `state` below the callers `chain`
+// (chain[0] the nearest), with the contexts below it up to
+// six callers (kMaxContextDepth), while `*budget` lasts. With `like` (a context
+// whose return state reads its next `alike` bytes as chain.back()'s does),
+// only tokens longer than that are read; the others are copied. `known`:
+// tokens already known to be accepted (not in `uncertain`).
+ContextTokens ClassifyInContext(const Pda& pda, const TokenIndex& index,
+                                int32_t state,
+                                const std::vector<int32_t>& chain,
+                                const std::vector<int32_t>& uncertain,
+                                int* budget, const ContextTokens* like,
+                                int32_t alike, const TokenSet* known = nullptr);
 
 }  // namespace grammard::grammar::internal
 
