@@ -1,14 +1,14 @@
 #include "service/decode_session.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <new>
 #include <tuple>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "proto/mask_rows.h"
 #include "service/wire_text.h"
@@ -39,36 +39,37 @@ struct DecodeSession::Outbox {
   ReplyWriter* const writer;
   const int64_t max_bytes;
   ServiceMetrics* const metrics;
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<v1::DecodeResponse> queue;  // guarded by mu
-  int64_t queued_bytes = 0;              // guarded by mu
-  bool closed = false;                   // guarded by mu
-  bool overflowed = false;               // guarded by mu
+  absl::Mutex mu;
+  std::deque<v1::DecodeResponse> queue ABSL_GUARDED_BY(mu);
+  int64_t queued_bytes ABSL_GUARDED_BY(mu) = 0;
+  bool closed ABSL_GUARDED_BY(mu) = false;
+  bool overflowed ABSL_GUARDED_BY(mu) = false;
+
+  // What the notifier waits for.
+  bool HasWork() const ABSL_SHARED_LOCKS_REQUIRED(mu) {
+    return closed || !queue.empty();
+  }
 
   // A client that does not read its replies while it keeps sending (opens
   // refused, say) would grow the queue without end: past max_bytes the
   // stream is cut off and what was queued is dropped.
   void Post(v1::DecodeResponse response) {
     const int64_t bytes = static_cast<int64_t>(response.ByteSizeLong());
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (closed || overflowed) return;
-      if (queued_bytes + bytes > max_bytes) {
-        overflowed = true;
-        queue.clear();
-        queued_bytes = 0;
-        metrics->CountStreamCut("unread_replies");
-        writer->Abort(absl::ResourceExhaustedError(
-            absl::StrCat("Decode: the client left more than ", max_bytes,
-                         " bytes of replies unread "
-                         "(--max_outbox_bytes); stream cut off")));
-        return;
-      }
-      queued_bytes += bytes;
-      queue.push_back(std::move(response));
+    absl::MutexLock lock(&mu);
+    if (closed || overflowed) return;
+    if (queued_bytes + bytes > max_bytes) {
+      overflowed = true;
+      queue.clear();
+      queued_bytes = 0;
+      metrics->CountStreamCut("unread_replies");
+      writer->Abort(absl::ResourceExhaustedError(
+          absl::StrCat("Decode: the client left more than ", max_bytes,
+                       " bytes of replies unread "
+                       "(--max_outbox_bytes); stream cut off")));
+      return;
     }
-    cv.notify_one();
+    queued_bytes += bytes;
+    queue.push_back(std::move(response));
   }
 
   void PostStatus(uint64_t id, const absl::Status& status,
@@ -102,10 +103,9 @@ DecodeSession::DecodeSession(const DecodeOptions& options,
 
 DecodeSession::~DecodeSession() {
   {
-    std::lock_guard<std::mutex> lock(outbox_->mu);
+    absl::MutexLock lock(&outbox_->mu);
     outbox_->closed = true;
   }
-  outbox_->cv.notify_all();
   notifier_.join();
   for (const auto& [id, slot] : sequences_) Release(slot);
   shared_.metrics->active_sequences->Add(
@@ -120,17 +120,16 @@ void DecodeSession::PostStatus(uint64_t id, const absl::Status& status) {
 
 void DecodeSession::Notify() {
   Outbox& box = *outbox_;
-  std::unique_lock<std::mutex> lock(box.mu);
   for (;;) {
-    box.cv.wait(lock, [&] { return box.closed || !box.queue.empty(); });
-    if (box.queue.empty()) return;  // closed
-    v1::DecodeResponse response = std::move(box.queue.front());
-    box.queue.pop_front();
-    box.queued_bytes -= static_cast<int64_t>(response.ByteSizeLong());
-    lock.unlock();
-    const bool written = writer_->Write(response);
-    lock.lock();
-    if (!written) return;  // the stream is gone
+    v1::DecodeResponse response;
+    {
+      absl::MutexLock lock(&box.mu, absl::Condition(&box, &Outbox::HasWork));
+      if (box.queue.empty()) return;  // closed
+      response = std::move(box.queue.front());
+      box.queue.pop_front();
+      box.queued_bytes -= static_cast<int64_t>(response.ByteSizeLong());
+    }
+    if (!writer_->Write(response)) return;  // the stream is gone
   }
 }
 

@@ -45,7 +45,7 @@ void Http2Guard::Reset() {
 }
 
 bool RateLimit::Take(Clock::time_point now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (last_ != Clock::time_point()) {
     const double seconds = std::chrono::duration<double>(now - last_).count();
     tokens_ = std::min(burst_, tokens_ + std::max(0.0, seconds) * rate_);

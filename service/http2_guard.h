@@ -32,8 +32,10 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <string_view>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace grammard::service {
 
@@ -49,9 +51,9 @@ class RateLimit {
  private:
   const double burst_;
   const double rate_;
-  std::mutex mu_;
-  double tokens_;           // guarded by mu_
-  Clock::time_point last_;  // guarded by mu_
+  absl::Mutex mu_;
+  double tokens_ ABSL_GUARDED_BY(mu_);
+  Clock::time_point last_ ABSL_GUARDED_BY(mu_);
 };
 
 class Http2Guard {

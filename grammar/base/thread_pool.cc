@@ -19,10 +19,9 @@ ThreadPool::ThreadPool(int num_threads) {
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stop_.store(true, std::memory_order_release);
   }
-  wake_.notify_all();
   for (std::thread& t : workers_) t.join();
 }
 
@@ -47,8 +46,7 @@ void ThreadPool::Work() {
     const auto spin_until = std::chrono::steady_clock::now() + kSpin;
     for (int polls = 1; !ready(); ++polls) {
       if (polls % 64 == 0 && std::chrono::steady_clock::now() > spin_until) {
-        std::unique_lock<std::mutex> lock(mu_);
-        wake_.wait(lock, ready);
+        absl::MutexLock lock(&mu_, absl::Condition(&ready));
         break;
       }
       std::this_thread::yield();
@@ -73,10 +71,9 @@ void ThreadPool::ParallelFor(int64_t n,
   next_.store(0);
   {
     // Under the lock so that a worker going to sleep cannot miss it.
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     round_.fetch_add(1);  // open
   }
-  wake_.notify_all();
   RunShare(fn, n);
   round_.fetch_add(1);  // closed: no worker starts on it now
   while (active_.load() != 0) std::this_thread::yield();

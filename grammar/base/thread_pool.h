@@ -11,12 +11,12 @@
 #define GRAMMARD_GRAMMAR_BASE_THREAD_POOL_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "absl/synchronization/mutex.h"
 
 namespace grammard::grammar {
 
@@ -39,8 +39,9 @@ class ThreadPool {
   void RunShare(const std::function<void(int64_t)>& fn, int64_t n);
 
   std::vector<std::thread> workers_;
-  std::mutex mu_;  // only for sleeping and waking workers
-  std::condition_variable wake_;
+  // Only for sleeping and waking workers: a worker sleeps until a round
+  // opens or the pool stops, both of which happen under it.
+  absl::Mutex mu_;
   std::atomic<uint64_t> round_{0};  // odd while a ParallelFor is open
   std::atomic<bool> stop_{false};
   std::atomic<int> active_{0};                        // workers inside a round

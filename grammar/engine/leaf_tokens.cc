@@ -146,7 +146,7 @@ size_t LinkCodes::MemoryBytes() const {
 }
 
 LeafCache::Value LeafCache::FindValue(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = by_key_.find(key);
   if (it == by_key_.end()) return {};
   lru_.splice(lru_.begin(), lru_, it->second);
@@ -157,7 +157,7 @@ void LeafCache::InsertValue(const std::string& key, Value value,
                             size_t value_bytes) {
   const size_t size = key.size() + value_bytes;
   if (size > max_bytes_) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (by_key_.count(key) > 0) return;  // another thread made it too
   AddLocked(key, std::move(value), size);
 }
@@ -175,7 +175,7 @@ void LeafCache::AddLocked(const std::string& key, Value value, size_t size) {
 }
 
 uint64_t LeafCache::IdOf(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = by_key_.find(key);
   if (it != by_key_.end()) {
     if (auto* id = std::get_if<std::shared_ptr<const Id>>(&it->second->value)) {
@@ -194,12 +194,12 @@ uint64_t LeafCache::IdOf(const std::string& key) {
 }
 
 size_t LeafCache::bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return bytes_;
 }
 
 size_t LeafCache::entries() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return lru_.size();
 }
 

@@ -29,7 +29,6 @@
 #include <cstdint>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -37,6 +36,8 @@
 #include <variant>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "grammar/engine/pda.h"
 #include "grammar/engine/token_index.h"
 #include "grammar/engine/token_table.h"
@@ -119,14 +120,16 @@ class LeafCache {
   // Under mu_, `key` absent and `size` (key and value) within max_bytes_:
   // keeps the entry as the most recent, then drops the least recently used
   // entries past max_bytes_.
-  void AddLocked(const std::string& key, Value value, size_t size);
+  void AddLocked(const std::string& key, Value value, size_t size)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const size_t max_bytes_;
-  mutable std::mutex mu_;
-  std::list<Entry> lru_;  // most recent first
-  std::unordered_map<std::string, std::list<Entry>::iterator> by_key_;
-  size_t bytes_ = 0;
-  uint64_t next_id_ = 0;
+  mutable absl::Mutex mu_;
+  std::list<Entry> lru_ ABSL_GUARDED_BY(mu_);  // most recent first
+  std::unordered_map<std::string, std::list<Entry>::iterator> by_key_
+      ABSL_GUARDED_BY(mu_);
+  size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // The canonical form of the DFA reachable from `state` by bytes (states

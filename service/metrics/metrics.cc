@@ -2,8 +2,6 @@
 
 #include <charconv>
 #include <cstdint>
-#include <mutex>
-#include <shared_mutex>
 #include <string>
 #include <utility>
 
@@ -236,7 +234,7 @@ absl::StatusOr<Series*> FamilyBase::GetOrCreate(
         absl::StrJoin(label_names_, ", "), "), got ", label_values.size()));
   }
   {
-    std::shared_lock<std::shared_mutex> lock(mu_);
+    absl::ReaderMutexLock lock(&mu_);
     const auto it = series_.find(label_values);
     if (it != series_.end()) return it->second.series.get();
   }
@@ -254,7 +252,7 @@ absl::StatusOr<Series*> FamilyBase::GetOrCreate(
   }
   std::vector<std::string> key(label_values.begin(), label_values.end());
   Entry entry{std::move(labels), new_series_()};
-  std::lock_guard<std::shared_mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   // Another thread may have created the series since the lookup above; its
   // pointer may already be in use, so it wins and `entry` is dropped.
   return series_.try_emplace(std::move(key), std::move(entry))
@@ -262,7 +260,7 @@ absl::StatusOr<Series*> FamilyBase::GetOrCreate(
 }
 
 void FamilyBase::Render(std::string* out) const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  absl::ReaderMutexLock lock(&mu_);
   if (series_.empty()) return;
   out->append("# HELP ").append(name_).append(" ");
   out->append(escaped_help_).append("\n# TYPE ").append(name_).append(" ");
@@ -339,7 +337,7 @@ absl::StatusOr<Family<M>*> Registry::AddFamily(
       std::move(new_series)));
   Family<M>* const result = family.get();
 
-  std::lock_guard<std::shared_mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (const std::string& sample_name : sample_names) {
     const auto it = sample_names_.find(sample_name);
     if (it != sample_names_.end()) {
@@ -409,7 +407,7 @@ absl::StatusOr<Histogram*> Registry::AddHistogram(
 
 std::string Registry::Render() const {
   std::string out;
-  std::shared_lock<std::shared_mutex> lock(mu_);
+  absl::ReaderMutexLock lock(&mu_);
   for (const auto& [name, family] : families_) family->Render(&out);
   return out;
 }

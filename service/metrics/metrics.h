@@ -29,7 +29,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -38,6 +37,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 
 namespace grammard::metrics {
@@ -110,10 +110,7 @@ class FamilyBase {
   const MetricType type_;
   const std::vector<std::string> label_names_;
   const NewSeries new_series_;
-  // std::shared_mutex, not absl::Mutex: Debian's Abseil is built without
-  // ThreadSanitizer hooks, so under --config=tsan an absl::Mutex would not
-  // order our accesses and every guarded read would be reported as a race.
-  mutable std::shared_mutex mu_;
+  mutable absl::Mutex mu_;
   std::map<std::vector<std::string>, Entry, LabelValuesLess> series_
       ABSL_GUARDED_BY(mu_);
 };
@@ -267,7 +264,7 @@ class Registry {
       absl::Span<const std::string_view> label_names,
       internal::FamilyBase::NewSeries new_series);
 
-  mutable std::shared_mutex mu_;  // not absl::Mutex: see FamilyBase::mu_
+  mutable absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<internal::FamilyBase>, std::less<>>
       families_ ABSL_GUARDED_BY(mu_);
   // Every sample name a registered family exposes -> that family's name.

@@ -91,7 +91,7 @@ MetricsServer::~MetricsServer() { Stop(); }
 absl::Status MetricsServer::Start(std::string_view address) {
   absl::Status status = CheckAddress(address);
   if (!status.ok()) return status;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (context_ != nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("metrics server already listens on port ", port_));
@@ -144,7 +144,7 @@ absl::Status MetricsServer::Start(std::string_view address) {
 }
 
 void MetricsServer::Stop() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (context_ == nullptr) return;
   // Blocks until the workers finish; HandleRequest never takes mu_, so
   // scrapes in progress cannot deadlock with this.
@@ -154,7 +154,7 @@ void MetricsServer::Stop() {
 }
 
 int MetricsServer::port() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return port_;
 }
 

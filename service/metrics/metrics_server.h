@@ -13,11 +13,11 @@
 #ifndef GRAMMARD_SERVICE_METRICS_METRICS_SERVER_H_
 #define GRAMMARD_SERVICE_METRICS_METRICS_SERVER_H_
 
-#include <mutex>
 #include <string_view>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "service/metrics/metrics.h"
 
 struct mg_connection;
@@ -62,7 +62,7 @@ class MetricsServer {
   static int HandleRequest(mg_connection* connection);
 
   const Registry* const registry_;
-  mutable std::mutex mu_;  // not absl::Mutex: see metrics.h
+  mutable absl::Mutex mu_;
   mg_context* context_ ABSL_GUARDED_BY(mu_) = nullptr;
   int port_ ABSL_GUARDED_BY(mu_) = 0;
 };
