@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "grammar/base/scc.h"
+#include "grammar/base/status_macros.h"
 #include "grammar/engine/grammar_data.h"
 #include "grammar/engine/nfa.h"
 #include "grammar/engine/token_index.h"
@@ -470,7 +471,7 @@ class NfaBuilder {
         }
       }
       std::optional<Frame> child;
-      if (absl::Status s = Next(rule, &f, &child); !s.ok()) return s;
+      GRAMMARD_RETURN_IF_ERROR(Next(rule, &f, &child));
       if (child.has_value()) {
         stack_.push_back(*child);
       } else {
@@ -736,7 +737,7 @@ absl::StatusOr<CompiledGrammar> GrammarCompiler::Compile(
     if (!s.ok()) return s;
   }
   if (options.deadline.Passed()) return TooLong("building the automata");
-  if (absl::Status s = nfa.PruneUnproductive(g.root); !s.ok()) return s;
+  GRAMMARD_RETURN_IF_ERROR(nfa.PruneUnproductive(g.root));
   auto pda = nfa.Determinize(g.root, options.max_states, options.deadline);
   if (!pda.ok() && !absl::IsDeadlineExceeded(pda.status())) {
     return pda.status();

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "grammar/base/byte_io.h"
+#include "grammar/base/status_macros.h"
 #include "grammar/compiler.h"
 #include "grammar/engine/grammar_data.h"
 
@@ -79,7 +80,7 @@ absl::StatusOr<CompiledGrammar> GrammarCompiler::Deserialize(
   absl::StatusOr<internal::Pda> pda = internal::Pda::Load(&body);
   if (!pda.ok()) return pda.status();
   auto data = std::make_shared<internal::GrammarData>(index_, *std::move(pda));
-  if (absl::Status s = data->table.Load(&body); !s.ok()) return s;
+  GRAMMARD_RETURN_IF_ERROR(data->table.Load(&body));
   if (!body.done()) return body.Malformed();
   return CompiledGrammar(std::move(data));
 }

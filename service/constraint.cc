@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "grammar/base/bounded_json.h"
+#include "grammar/base/status_macros.h"
 #include "grammar/frontends/choice/choice.h"
 #include "grammar/frontends/structural_tag/structural_tag.h"
 #include "nlohmann/json.hpp"
@@ -137,7 +138,7 @@ const char* ConstraintKindName(const Constraint& constraint) {
 }
 
 absl::StatusOr<std::string> CanonicalConstraint(const Constraint& constraint) {
-  if (absl::Status s = CheckConstraintUtf8(constraint); !s.ok()) return s;
+  GRAMMARD_RETURN_IF_ERROR(CheckConstraintUtf8(constraint));
   const std::string kind = ConstraintKindName(constraint);
   switch (constraint.kind_case()) {
     case Constraint::kJsonSchema:

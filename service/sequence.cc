@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "grammar/base/status_macros.h"
 
 namespace grammard::service {
 
@@ -78,7 +79,7 @@ absl::Status Sequence::RollbackTokens(int32_t k) {
   }
   if (!thinking_) {
     const int32_t in_grammar = std::min(k, matcher_.num_accepted());
-    if (absl::Status s = matcher_.Rollback(in_grammar); !s.ok()) return s;
+    GRAMMARD_RETURN_IF_ERROR(matcher_.Rollback(in_grammar));
     k -= in_grammar;
     if (k > 0) {  // back across the think-end token
       thinking_ = true;

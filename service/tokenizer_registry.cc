@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "grammar/base/status_macros.h"
 
 namespace grammard::service {
 namespace {
@@ -62,7 +63,7 @@ TokenizerRegistry::Register(std::string_view tokenizer_json,
   {
     absl::MutexLock lock(&mu_);
     if (by_name_.count(options.name) == 0) {
-      if (absl::Status s = CheckRoom(false); !s.ok()) return s;
+      GRAMMARD_RETURN_IF_ERROR(CheckRoom(false));
     }
   }
   // Parsing a tokenizer.json takes memory several times its size: one at a
@@ -135,14 +136,14 @@ absl::StatusOr<std::shared_ptr<const TokenizerEntry>> TokenizerRegistry::Add(
     auto same = by_fingerprint_.find(vocab->fingerprint());
     if (same != by_fingerprint_.end()) {
       if (uploaded) {
-        if (absl::Status s = CheckRoom(false); !s.ok()) return s;
+        GRAMMARD_RETURN_IF_ERROR(CheckRoom(false));
         uploaded_names_.insert(name);
       }
       by_name_[name] = same->second;
       return same->second;
     }
     if (uploaded) {
-      if (absl::Status s = CheckRoom(true); !s.ok()) return s;
+      GRAMMARD_RETURN_IF_ERROR(CheckRoom(true));
     }
   }
   // Indexing takes a while; do it outside the lock.

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "grammar/base/deadline.h"
+#include "grammar/base/status_macros.h"
 #include "grammar/engine/pda.h"
 #include "grammar/engine/token_index.h"
 #include "grammar/engine/token_table.h"
@@ -38,7 +39,7 @@ inline absl::StatusOr<std::shared_ptr<const GrammarData>> MakeGrammarData(
     std::shared_ptr<const TokenIndex> index, Pda pda,
     const Deadline& deadline = {}) {
   auto data = std::make_shared<GrammarData>(std::move(index), std::move(pda));
-  if (absl::Status s = data->table.Group(deadline); !s.ok()) return s;
+  GRAMMARD_RETURN_IF_ERROR(data->table.Group(deadline));
   return data;
 }
 

@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "grammar/base/status_macros.h"
 
 namespace grammard::service::redis {
 namespace {
@@ -67,7 +68,7 @@ RedisReply Convert(const redisReply* r) {
 absl::StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Connect(
     const RedisOptions& options) {
   std::unique_ptr<RedisConnection> c(new RedisConnection(options));
-  if (absl::Status s = c->Open(); !s.ok()) return s;
+  GRAMMARD_RETURN_IF_ERROR(c->Open());
   if (!options.password.empty()) {
     std::vector<std::string_view> auth = {"AUTH"};
     if (!options.user.empty()) auth.push_back(options.user);
@@ -224,7 +225,7 @@ absl::Status RedisConnection::WriteAll(std::string_view bytes,
     }
     bytes.remove_prefix(static_cast<size_t>(n));
     if (n == 0) {
-      if (absl::Status s = Wait(want_write, deadline); !s.ok()) return s;
+      GRAMMARD_RETURN_IF_ERROR(Wait(want_write, deadline));
     }
   }
   return absl::OkStatus();
@@ -266,7 +267,7 @@ absl::Status RedisConnection::ReadSome(Clock::time_point deadline) {
                       static_cast<size_t>(n));
       return absl::OkStatus();
     }
-    if (absl::Status s = Wait(want_write, deadline); !s.ok()) return s;
+    GRAMMARD_RETURN_IF_ERROR(Wait(want_write, deadline));
   }
 }
 

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <utility>
 
+#include "grammar/base/status_macros.h"
 #include "grammar/compiler.h"
 #include "grammar/frontends/json_schema/json_schema.h"
 #include "grammar/ir/utf8_lowering.h"
@@ -276,7 +277,7 @@ absl::StatusOr<SuiteRun> RunJsonSchemaSuite(const std::string& suite_dir,
   }
   SuiteRun run;
   Runner runner(suite_dir, options, &run);
-  if (absl::Status s = runner.Init(); !s.ok()) return s;
+  GRAMMARD_RETURN_IF_ERROR(runner.Init());
   runner.RunDraft("draft2020-12", JsonSchemaDraft::k2020_12);
   runner.RunDraft("draft7", JsonSchemaDraft::k7);
   ReadBaseline(suite_dir, &run);

@@ -49,6 +49,7 @@
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "grammar/base/status_macros.h"
 #include "grammar/base/thread_pool.h"
 #include "grammar/compiler.h"
 #include "grammar/matcher.h"
@@ -199,25 +200,25 @@ class StreamRunner {
       const int batch = absl::GetFlag(FLAGS_batch);
       for (int i = 0; i < batch; ++i) {
         sequences_.push_back(NewSequence());
-        if (absl::Status s = Open(sequences_.back()); !s.ok()) return s;
+        GRAMMARD_RETURN_IF_ERROR(Open(sequences_.back()));
       }
       for (Sequence& seq : sequences_) {
         auto status = stream_.WaitStatus(seq.id);
         if (!status.ok()) return status.status();
-        if (absl::Status s = CheckReady(*status); !s.ok()) return s;
+        GRAMMARD_RETURN_IF_ERROR(CheckReady(*status));
         seq.ready = true;
       }
       for (int i = 0; i < absl::GetFlag(FLAGS_warmup_steps); ++i) {
-        if (absl::Status s = Step(/*timed=*/false); !s.ok()) return s;
+        GRAMMARD_RETURN_IF_ERROR(Step(/*timed=*/false));
       }
       gate_->Arrive();
       arrived = true;
       gate_->WaitOpen();
       for (int i = 0; i < absl::GetFlag(FLAGS_steps); ++i) {
-        if (absl::Status s = Step(/*timed=*/true); !s.ok()) return s;
+        GRAMMARD_RETURN_IF_ERROR(Step(/*timed=*/true));
       }
       for (const Sequence& seq : sequences_) {
-        if (absl::Status s = stream_.Close(seq.id); !s.ok()) return s;
+        GRAMMARD_RETURN_IF_ERROR(stream_.Close(seq.id));
       }
       return stream_.Finish();
     }();
@@ -273,7 +274,7 @@ class StreamRunner {
         // Reopened: it joins once its READY status has come in.
         auto status = stream_.Status(seq.id);
         if (!status.has_value()) continue;
-        if (absl::Status s = CheckReady(*status); !s.ok()) return s;
+        GRAMMARD_RETURN_IF_ERROR(CheckReady(*status));
         seq.ready = true;
       }
       v1::SequenceStep* s = step_.add_sequences();
@@ -284,7 +285,7 @@ class StreamRunner {
     }
     result_.steps.push_back(std::move(recorded));
     const Clock::time_point start = Clock::now();
-    if (absl::Status s = stream_.Step(step_, &result_step_); !s.ok()) return s;
+    GRAMMARD_RETURN_IF_ERROR(stream_.Step(step_, &result_step_));
     if (timed) {
       result_.step_us.push_back(
           std::chrono::duration<double, std::micro>(Clock::now() - start)
@@ -321,9 +322,9 @@ class StreamRunner {
         resolved_.push_back(target);
       }
       if (r.terminated()) {
-        if (absl::Status s = stream_.Close(seq.id); !s.ok()) return s;
+        GRAMMARD_RETURN_IF_ERROR(stream_.Close(seq.id));
         seq = NewSequence();
-        if (absl::Status s = Open(seq); !s.ok()) return s;
+        GRAMMARD_RETURN_IF_ERROR(Open(seq));
         ++result_.reopened;
         continue;
       }

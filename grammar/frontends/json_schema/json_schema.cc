@@ -3,6 +3,7 @@
 #include <memory>
 #include <utility>
 
+#include "grammar/base/status_macros.h"
 #include "grammar/frontends/json_schema/internal/converter.h"
 #include "grammar/frontends/json_schema/internal/schema_doc.h"
 #include "grammar/ir/grammar_passes.h"
@@ -105,15 +106,13 @@ absl::StatusOr<JsonSchemaResult> JsonSchemaToGrammar(
 
   Grammar raw;
   std::vector<jsi::DroppedKeyword> dropped;
-  if (absl::Status s = jsi::ConvertSchema(doc->get(), convert, &raw, &dropped);
-      !s.ok()) {
-    return s;
-  }
+  GRAMMARD_RETURN_IF_ERROR(
+      jsi::ConvertSchema(doc->get(), convert, &raw, &dropped));
   absl::StatusOr<Grammar> grammar = Normalize(std::move(raw), options.deadline);
   if (!grammar.ok()) return grammar.status();
   GrammarLimits limits;
   limits.max_exprs = options.max_grammar_exprs;
-  if (absl::Status s = CheckSizeLimit(*grammar, limits); !s.ok()) return s;
+  GRAMMARD_RETURN_IF_ERROR(CheckSizeLimit(*grammar, limits));
 
   JsonSchemaResult result;
   result.grammar = *std::move(grammar);

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "grammar/base/bounded_json.h"
+#include "grammar/base/status_macros.h"
 #include "grammar/base/utf8.h"
 #include "grammar/ir/grammar_passes.h"
 #include "nlohmann/json.hpp"
@@ -121,18 +122,15 @@ absl::StatusOr<Spec> ReadSpec(std::string_view text) {
     }
   }
   Spec out;
-  if (absl::Status s = ReadTriggers(*spec, &out); !s.ok()) return s;
+  GRAMMARD_RETURN_IF_ERROR(ReadTriggers(*spec, &out));
   auto structures = spec->find("structures");
   if (structures == spec->end()) return At("/structures", "missing");
   if (!structures->is_array()) return At("/structures", "must be an array");
   out.structures.resize(structures->size());
   for (size_t i = 0; i < structures->size(); ++i) {
-    if (absl::Status s =
-            ReadStructure((*structures)[i], absl::StrCat("/structures/", i),
-                          out.triggers, &out.structures[i]);
-        !s.ok()) {
-      return s;
-    }
+    GRAMMARD_RETURN_IF_ERROR(ReadStructure((*structures)[i],
+                                           absl::StrCat("/structures/", i),
+                                           out.triggers, &out.structures[i]));
   }
   return out;
 }
@@ -367,7 +365,7 @@ absl::StatusOr<StructuralTagResult> StructuralTagGrammar(
   if (!normalized.ok()) return normalized.status();
   GrammarLimits limits;
   limits.max_exprs = options.max_grammar_exprs;
-  if (absl::Status s = CheckSizeLimit(*normalized, limits); !s.ok()) return s;
+  GRAMMARD_RETURN_IF_ERROR(CheckSizeLimit(*normalized, limits));
   result.grammar = *std::move(normalized);
   return result;
 }

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "grammar/base/refine.h"
+#include "grammar/base/status_macros.h"
 
 namespace grammard::grammar::json_schema_internal {
 namespace {
@@ -98,7 +99,7 @@ absl::StatusOr<CharDfa> Product(const CharDfa& a, const CharDfa& b,
   while (!queue.empty()) {
     if (out.num_states() > limits.max_states) return TooManyStates(limits);
     if ((next & 255) == 0) {
-      if (absl::Status s = limits.CheckDeadline(); !s.ok()) return s;
+      GRAMMARD_RETURN_IF_ERROR(limits.CheckDeadline());
     }
     auto [x, y] = queue.front();
     queue.pop_front();
@@ -149,10 +150,7 @@ absl::StatusOr<CharNfa::Fragment> CharNfa::AddExpr(const Grammar& grammar,
                                                    int32_t expr,
                                                    const DfaLimits& limits) {
   Fragment f{AddState(), AddState()};
-  if (absl::Status s = Build(grammar, expr, f.start, f.accept, limits, 0);
-      !s.ok()) {
-    return s;
-  }
+  GRAMMARD_RETURN_IF_ERROR(Build(grammar, expr, f.start, f.accept, limits, 0));
   return f;
 }
 
@@ -196,11 +194,8 @@ absl::Status CharNfa::Build(const Grammar& g, int32_t expr, int32_t from,
       int32_t cur = from;
       for (size_t i = 0; i < e.children.size(); ++i) {
         int32_t next = i + 1 == e.children.size() ? to : AddState();
-        if (absl::Status s =
-                Build(g, e.children[i], cur, next, limits, depth + 1);
-            !s.ok()) {
-          return s;
-        }
+        GRAMMARD_RETURN_IF_ERROR(
+            Build(g, e.children[i], cur, next, limits, depth + 1));
         cur = next;
       }
       return absl::OkStatus();
@@ -210,21 +205,15 @@ absl::Status CharNfa::Build(const Grammar& g, int32_t expr, int32_t from,
         int32_t a = AddState(), b = AddState();
         AddEpsilon(from, a);
         AddEpsilon(b, to);
-        if (absl::Status s = Build(g, child, a, b, limits, depth + 1);
-            !s.ok()) {
-          return s;
-        }
+        GRAMMARD_RETURN_IF_ERROR(Build(g, child, a, b, limits, depth + 1));
       }
       return absl::OkStatus();
     case ExprKind::kRepeat: {
       int32_t cur = from;
       for (int32_t i = 0; i < e.min; ++i) {
         int32_t next = AddState();
-        if (absl::Status s =
-                Build(g, e.children[0], cur, next, limits, depth + 1);
-            !s.ok()) {
-          return s;
-        }
+        GRAMMARD_RETURN_IF_ERROR(
+            Build(g, e.children[0], cur, next, limits, depth + 1));
         cur = next;
       }
       if (e.max == kUnbounded) {
@@ -237,11 +226,8 @@ absl::Status CharNfa::Build(const Grammar& g, int32_t expr, int32_t from,
       for (int32_t i = e.min; i < e.max; ++i) {
         AddEpsilon(cur, to);
         int32_t next = AddState();
-        if (absl::Status s =
-                Build(g, e.children[0], cur, next, limits, depth + 1);
-            !s.ok()) {
-          return s;
-        }
+        GRAMMARD_RETURN_IF_ERROR(
+            Build(g, e.children[0], cur, next, limits, depth + 1));
         cur = next;
       }
       AddEpsilon(cur, to);
@@ -299,7 +285,7 @@ absl::StatusOr<CharDfa> Determinize(const CharNfa& nfa,
   for (int32_t cur = 0; cur < dfa.num_states(); ++cur) {
     if (dfa.num_states() > limits.max_states) return TooManyStates(limits);
     if ((cur & 255) == 0) {
-      if (absl::Status s = limits.CheckDeadline(); !s.ok()) return s;
+      GRAMMARD_RETURN_IF_ERROR(limits.CheckDeadline());
     }
     // Sweep over the edge endpoints of the subset, keeping the targets of
     // the edges that cover the current point.
@@ -468,7 +454,7 @@ absl::StatusOr<CharDfa> LimitLength(const CharDfa& a, int64_t min, int64_t max,
   while (!queue.empty()) {
     if (out.num_states() > limits.max_states) return TooManyStates(limits);
     if ((next & 255) == 0) {
-      if (absl::Status s = limits.CheckDeadline(); !s.ok()) return s;
+      GRAMMARD_RETURN_IF_ERROR(limits.CheckDeadline());
     }
     auto [q, k] = queue.front();
     queue.pop_front();
@@ -544,7 +530,7 @@ absl::StatusOr<CharDfa> MinimizeWithin(const CharDfa& dfa,
   std::vector<int32_t> cls(n, -1);
   int32_t num_classes = 0;
   if (merge_states) {
-    if (absl::Status st = limits.CheckDeadline(); !st.ok()) return st;
+    GRAMMARD_RETURN_IF_ERROR(limits.CheckDeadline());
     const int32_t m = static_cast<int32_t>(states.size());
     const internal::Predecessors pred =
         internal::PredecessorsOf(m, [&](int32_t i, auto&& f) {

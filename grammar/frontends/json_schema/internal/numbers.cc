@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "grammar/base/status_macros.h"
 
 namespace grammard::grammar::json_schema_internal {
 namespace {
@@ -418,28 +419,24 @@ absl::StatusOr<CharDfa> NumberDfa(const NumberConstraints& c,
   };
   if (c.lower) {
     int mask = (1 << kGt) | (c.lower->exclusive ? 0 : 1 << kEq);
-    if (absl::Status s = intersect(CompareDfa(c.lower->value, mask)); !s.ok()) {
-      return s;
-    }
+    GRAMMARD_RETURN_IF_ERROR(intersect(CompareDfa(c.lower->value, mask)));
   }
   if (c.upper) {
     int mask = (1 << kLt) | (c.upper->exclusive ? 0 : 1 << kEq);
-    if (absl::Status s = intersect(CompareDfa(c.upper->value, mask)); !s.ok()) {
-      return s;
-    }
+    GRAMMARD_RETURN_IF_ERROR(intersect(CompareDfa(c.upper->value, mask)));
   }
   for (const Decimal& m : c.multiple_of) {
     absl::StatusOr<CharDfa> mult = MultipleDfa(m, limits);
     if (!mult.ok()) return mult.status();
-    if (absl::Status s = intersect(*mult); !s.ok()) return s;
+    GRAMMARD_RETURN_IF_ERROR(intersect(*mult));
   }
   for (const Decimal& m : c.not_multiple_of) {
     absl::StatusOr<CharDfa> mult = MultipleDfa(m, limits);
     if (!mult.ok()) return mult.status();
-    if (absl::Status s = subtract(*mult); !s.ok()) return s;
+    GRAMMARD_RETURN_IF_ERROR(subtract(*mult));
   }
   for (const Decimal& v : c.excluded) {
-    if (absl::Status s = subtract(CompareDfa(v, 1 << kEq)); !s.ok()) return s;
+    GRAMMARD_RETURN_IF_ERROR(subtract(CompareDfa(v, 1 << kEq)));
   }
   return dfa;
 }
