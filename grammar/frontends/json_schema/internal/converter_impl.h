@@ -1,0 +1,387 @@
+// The Converter behind ConvertSchema (converter.h) and the model it reasons
+// in: terms (a schema location, possibly negated), fragments (SimpleSchema:
+// per JSON type, the constraints left) and disjunctive normal forms of
+// fragments. One class, its methods split by idea:
+//   converter.cc           policy, terms, the expansion into DNF, the rule
+//                          queue and the choice among JSON types;
+//   converter_keywords.cc  a location's own keywords, read into a fragment;
+//   converter_negation.cc  `not` pushed down through combinators to single
+//                          keywords;
+//   converter_checks.cc    merging an alternative's fragments, checking
+//                          values against them, proving disjointness;
+//   converter_scalars.cc   regexes (pattern, format, contentEncoding), string
+//                          automata, and the grammar of strings and numbers;
+//   converter_arrays.cc    the grammar of arrays (items, contains,
+//                          uniqueItems);
+//   converter_objects.cc   the grammar of objects (members in any order,
+//                          counts, witnesses of negated additionalProperties).
+// Only those files include this header; everything else calls ConvertSchema.
+//
+// Cost: as ConvertSchema (converter.h); every expansion, merge, regex and
+// rule is cached in the Converter for the length of one conversion.
+// Thread-safety: a Converter, with the SchemaDoc and grammar it writes,
+// belongs to one thread for one conversion.
+#ifndef GRAMMARD_GRAMMAR_FRONTENDS_JSON_SCHEMA_INTERNAL_CONVERTER_IMPL_H_
+#define GRAMMARD_GRAMMAR_FRONTENDS_JSON_SCHEMA_INTERNAL_CONVERTER_IMPL_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "grammar/frontends/json_schema/internal/char_dfa.h"
+#include "grammar/frontends/json_schema/internal/converter.h"
+#include "grammar/frontends/json_schema/internal/formats.h"
+#include "grammar/frontends/json_schema/internal/json_emitter.h"
+#include "grammar/frontends/json_schema/internal/json_values.h"
+#include "grammar/frontends/json_schema/internal/numbers.h"
+#include "grammar/frontends/json_schema/internal/schema_doc.h"
+#include "grammar/ir/grammar_ir.h"
+
+namespace grammard::grammar::json_schema_internal {
+
+// JSON types as bits; integers are numbers whose constraints say integer.
+enum TypeBit : uint8_t {
+  kNullT = 1,
+  kBoolT = 2,
+  kNumT = 4,
+  kStrT = 8,
+  kArrT = 16,
+  kObjT = 32,
+  kAllT = 63,
+};
+
+// Rules a counting construction (contains, uniqueItems, min/maxProperties)
+// may make for one array or object.
+inline constexpr int64_t kMaxCountingRules = 4096;
+
+struct Term {
+  int32_t loc;
+  bool neg;
+};
+inline bool operator<(Term a, Term b) {
+  return a.loc != b.loc ? a.loc < b.loc : a.neg < b.neg;
+}
+inline bool operator==(Term a, Term b) {
+  return a.loc == b.loc && a.neg == b.neg;
+}
+// A conjunction of terms, sorted; {} is `true`, {false} is `false`.
+using TermSet = std::vector<Term>;
+
+inline const TermSet& FalseSet() {
+  static const TermSet kFalse{Term{SchemaDoc::kFalse, false}};
+  return kFalse;
+}
+inline bool IsFalseSet(const TermSet& ts) { return ts == FalseSet(); }
+
+inline TermSet Join(TermSet a, const TermSet& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// A regular string constraint: a pattern, a format or a content encoding.
+struct RegexRef {
+  enum Kind : uint8_t { kPattern, kFormat, kEncoding };
+  Kind kind = kPattern;
+  std::string text;  // the pattern, or the format or encoding name
+  int32_t loc = -1;  // where it was written
+  std::string Key() const {
+    static constexpr const char* kPrefix[] = {"p:", "f:", "e:"};
+    return kPrefix[kind] + text;
+  }
+  const char* Keyword() const {
+    static constexpr const char* kKeyword[] = {"pattern", "format",
+                                               "contentEncoding"};
+    return kKeyword[kind];
+  }
+  // A format's or encoding's regex (empty for a pattern).
+  FormatInfo Info() const {
+    return kind == kFormat     ? LookupFormat(text)
+           : kind == kEncoding ? LookupContentEncoding(text)
+                               : FormatInfo{};
+  }
+  // Whether its regex refuses some strings the keyword allows, so that
+  // neither its complement nor an empty intersection with it proves
+  // anything.
+  bool Narrower() const { return kind != kPattern && Info().narrower; }
+};
+
+struct StringC {
+  int64_t min_len = 0;
+  int64_t max_len = -1;
+  int32_t length_loc = -1;
+  std::vector<RegexRef> must;
+  std::vector<RegexRef> must_not;
+  std::vector<std::string> excluded;
+
+  bool HasLength() const { return min_len > 0 || max_len >= 0; }
+  bool Unconstrained() const {
+    return !HasLength() && must.empty() && must_not.empty() && excluded.empty();
+  }
+  std::string Key() const {
+    std::string key = absl::StrCat(min_len, ",", max_len);
+    std::vector<std::string> parts;
+    for (const auto& r : must) parts.push_back("+" + r.Key());
+    for (const auto& r : must_not) parts.push_back("-" + r.Key());
+    for (const auto& e : excluded) parts.push_back("!" + e);
+    std::sort(parts.begin(), parts.end());
+    parts.erase(std::unique(parts.begin(), parts.end()), parts.end());
+    for (const auto& p : parts) absl::StrAppend(&key, "\x1f", p);
+    return key;
+  }
+};
+
+struct ContainsC {
+  TermSet schema;
+  int64_t min = 1;
+  int64_t max = -1;
+  int32_t loc = -1;
+};
+
+struct ArrayC {
+  std::vector<TermSet> prefix;
+  TermSet rest;  // items past the prefix
+  int64_t min_items = 0;
+  int64_t max_items = -1;
+  std::vector<ContainsC> contains;
+  bool unique = false;
+  int32_t unique_loc = -1;
+  int32_t loc = -1;  // where item counts were written
+};
+
+// What one schema says about an object's members: its properties, its
+// patternProperties and its additionalProperties (for keys that are neither).
+struct KeyRule {
+  std::vector<std::pair<std::string, TermSet>> props;
+  std::vector<std::pair<RegexRef, TermSet>> patterns;
+  bool has_additional = false;
+  TermSet additional;
+};
+
+// "Some member is named outside `not_names` and has a value satisfying
+// `value`": what negating additionalProperties asks for.
+struct Witness {
+  std::vector<std::string> not_names;
+  TermSet value;
+  int32_t loc = -1;
+};
+
+struct ObjectC {
+  std::vector<KeyRule> rules;
+  std::vector<std::string> required;
+  std::vector<TermSet> names;  // propertyNames
+  int64_t min_props = 0;
+  int64_t max_props = -1;
+  int32_t loc = -1;
+  std::vector<Witness> witnesses;
+};
+
+// What an alternative of a schema allows, type by type.
+struct SimpleSchema {
+  uint8_t types = kAllT;
+  NumberConstraints number;
+  int32_t number_loc = -1;
+  StringC string;
+  ArrayC array;
+  ObjectC object;
+  bool has_values = false;
+  ValueList values;    // enum/const: only these
+  ValueList excluded;  // scalars it must not equal
+};
+
+using Alt = std::vector<int32_t>;  // fragment ids, sorted
+using Dnf = std::vector<Alt>;
+
+// Reads a non-negative integer keyword value (1.0 counts as 1).
+std::optional<int64_t> NonNegativeInt(const Json& v);
+
+// Whether a contentMediaType names JSON (media types ignore case and may
+// carry parameters).
+bool IsJsonMediaType(const Json& v);
+
+inline std::string DisplayPointer(const std::string& pointer) {
+  if (pointer.find('#') != std::string::npos) return pointer;
+  return "#" + pointer;
+}
+
+// The compile's deadline passing says nothing about a keyword: it must not
+// become a refusal (strict) or a drop (lenient), which callers would cache
+// as the schema's verdict. Unsupported(loc, keyword, status) passes it
+// through; sites that compose their own reason check it first.
+inline bool IsDeadline(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kDeadlineExceeded;
+}
+
+// A pattern's, format's or encoding's regex, parsed once per conversion;
+// its automaton and its rule as string content are built when first needed.
+struct RegexEntry {
+  Grammar ir;
+  int32_t expr = -1;
+  bool dfa_done = false;
+  absl::Status dfa_status;
+  CharDfa dfa;
+  int32_t content_rule = -1;
+};
+
+class Converter {
+ public:
+  Converter(SchemaDoc* doc, const ConvertOptions& options, Grammar* grammar,
+            std::vector<DroppedKeyword>* dropped)
+      : doc_(*doc),
+        opt_(options),
+        e_(grammar, options.layout),
+        dropped_(dropped) {}
+
+  absl::Status Run();
+
+ private:
+  // --- Policy ---------------------------------------------------------
+  absl::Status Unsupported(int32_t loc, absl::string_view keyword,
+                           absl::string_view reason);
+  // The same for a failure's status: a passed deadline is returned as is
+  // (see IsDeadline), anything else refused or dropped by its message.
+  absl::Status Unsupported(int32_t loc, absl::string_view keyword,
+                           const absl::Status& cause);
+  std::string Where(int32_t loc, absl::string_view keyword) const {
+    std::string p = loc >= 0 ? doc_.pointer(loc) : "";
+    return DisplayPointer(keyword.empty() ? p : absl::StrCat(p, "/", keyword));
+  }
+  absl::Status CheckBudget();
+  // The deadline, read every kTickEvery calls: loops over values call it
+  // once a value, so that a list of 100,000 of them stops at the deadline.
+  absl::Status Tick() {
+    if (++ticks_ % kTickEvery != 0) return absl::OkStatus();
+    return opt_.dfa.CheckDeadline();
+  }
+  static constexpr uint32_t kTickEvery = 256;
+
+  // --- Terms ----------------------------------------------------------
+  int32_t Alias(int32_t loc);
+  TermSet Canon(TermSet ts);
+  TermSet One(int32_t loc) { return Canon({Term{loc, false}}); }
+
+  // --- Expansion ------------------------------------------------------
+  int32_t AddFragment(SimpleSchema s);
+  absl::StatusOr<int32_t> OwnFragment(int32_t loc);
+  // The own fragment of `loc` (an unconstrained one if it has none).
+  absl::StatusOr<SimpleSchema> OwnCopy(int32_t loc);
+  absl::Status ParseOwn(int32_t loc, SimpleSchema* s, bool* any);
+  // The members a schema and everything it applies in place (allOf, $ref)
+  // evaluate, for unevaluatedProperties.
+  struct EvaluatedMembers {
+    bool all = false;      // additionalProperties somewhere: every member
+    bool dynamic = false;  // depends on which branches pass (anyOf, if, ...)
+    std::vector<std::string> names;
+    std::vector<RegexRef> patterns;
+  };
+  absl::Status CollectEvaluated(int32_t loc, int depth, EvaluatedMembers* ev);
+  absl::StatusOr<Dnf> Expand(int32_t loc, bool neg);
+  absl::StatusOr<Dnf> ExpandUncached(int32_t loc, bool neg);
+  absl::StatusOr<Dnf> ExpandPositive(int32_t loc);
+  absl::StatusOr<Dnf> ExpandNegative(int32_t loc);
+  absl::StatusOr<Dnf> NegOwn(int32_t loc);
+  absl::StatusOr<Dnf> NegKeyword(int32_t loc, const std::string& key);
+  // Whether content keyword `key` with value `v` is an assertion here: in
+  // draft 7, which lets validators check them, and only for the values
+  // grammard knows (base64, application/json); else an annotation.
+  bool AssertsContent(const std::string& key, const Json& v) const {
+    if (doc_.draft() != Draft::k7 || !v.is_string()) return false;
+    return key == "contentMediaType"
+               ? IsJsonMediaType(v)
+               : LookupContentEncoding(v.get<std::string>()).support ==
+                     FormatSupport::kEnforced;
+  }
+  absl::StatusOr<Dnf> ExpandOneOf(int32_t loc, const Dnf& context);
+  absl::StatusOr<Dnf> ExpandSet(const TermSet& ts);
+  absl::StatusOr<Dnf> Product(const Dnf& a, const Dnf& b);
+  absl::StatusOr<Dnf> Union(std::vector<Dnf> parts);
+  absl::StatusOr<int32_t> RefTarget(int32_t loc);
+  // The target of $dynamicRef when it is certain; -1 when lenient mode
+  // drops it.
+  absl::StatusOr<int32_t> DynamicRefTarget(int32_t loc);
+  Dnf Single(SimpleSchema s) { return Dnf{Alt{AddFragment(std::move(s))}}; }
+
+  // --- Merging and checking -------------------------------------------
+  absl::StatusOr<const SimpleSchema*> Merge(const Alt& alt);
+  // DeadlineExceeded only.
+  absl::Status Intersect(SimpleSchema* acc, const SimpleSchema& f);
+  absl::StatusOr<bool> CheckValue(const Json& v, const SimpleSchema& s,
+                                  int depth);
+  absl::StatusOr<bool> ValidateTerms(const Json& v, const TermSet& ts,
+                                     int depth);
+  absl::StatusOr<std::optional<TermSet>> KeyValueTerms(const ObjectC& o,
+                                                       const std::string& key);
+  absl::StatusOr<bool> Disjoint(const SimpleSchema& a, const SimpleSchema& b,
+                                int depth);
+  absl::StatusOr<bool> DisjointSets(const TermSet& a, const TermSet& b,
+                                    int depth);
+
+  // --- Strings --------------------------------------------------------
+  absl::StatusOr<RegexEntry*> GetRegex(const RegexRef& r);
+  absl::StatusOr<const CharDfa*> RegexDfa(const RegexRef& r);
+  // The string contents `c` allows (lengths only when `with_length`).
+  absl::StatusOr<CharDfa> StringDfa(const StringC& c, bool with_length);
+  // The names every propertyNames schema allows; nullopt when there are
+  // none.
+  absl::StatusOr<std::optional<CharDfa>> NamesDfa(
+      const std::vector<TermSet>& names);
+
+  // --- Emission -------------------------------------------------------
+  // A reference to the rule for values satisfying every term of `ts` at
+  // nesting `depth`, made (and queued for Run) on first use.
+  int32_t ValueRef(const TermSet& ts, int depth);
+  absl::Status EmitRule(const TermSet& ts, int depth, int32_t rule);
+  absl::StatusOr<int32_t> EmitAlt(const SimpleSchema& s, int depth);
+  absl::StatusOr<int32_t> NumberExpr(const SimpleSchema& s);
+  absl::StatusOr<int32_t> StringExpr(const SimpleSchema& s);
+  absl::StatusOr<int32_t> ArrayExpr(const ArrayC& a, int depth);
+  absl::StatusOr<int32_t> ContainsArray(const ArrayC& a, int depth);
+  absl::StatusOr<int32_t> UniqueArray(const ArrayC& a, int depth);
+  // Every value `ts` allows, when they are few and listed (enum, const,
+  // null, booleans); nullopt otherwise.
+  absl::StatusOr<std::optional<std::vector<const Json*>>> FiniteValues(
+      const TermSet& ts);
+  absl::StatusOr<int32_t> ObjectExpr(const ObjectC& o, int depth);
+  // The items allowed at position `i` (the prefix schema, else the rest).
+  const TermSet& ItemTerms(const ArrayC& a, size_t i) const {
+    return i < a.prefix.size() ? a.prefix[i] : a.rest;
+  }
+  std::string HintFor(const TermSet& ts) const;
+
+  SchemaDoc& doc_;
+  const ConvertOptions& opt_;
+  uint32_t ticks_ = 0;
+  JsonEmitter e_;
+  std::vector<DroppedKeyword>* dropped_;
+  std::set<std::pair<std::string, std::string>> dropped_seen_;
+
+  std::vector<SimpleSchema> fragments_;
+  std::map<int32_t, int32_t> own_fragment_;
+  std::map<std::pair<int32_t, bool>, Dnf> expanded_;
+  std::set<std::pair<int32_t, bool>> expanding_;
+  int expand_depth_ = 0;
+  std::map<Alt, std::unique_ptr<SimpleSchema>> merged_;
+  std::map<std::string, std::unique_ptr<RegexEntry>> regexes_;
+  std::map<std::string, int32_t> string_rules_;
+  std::map<std::string, int32_t> number_rules_;
+  std::map<std::pair<TermSet, int>, int32_t> value_rules_;
+  std::deque<std::tuple<TermSet, int, int32_t>> queue_;
+  // While set (proving disjointness), a check that narrowed formats make
+  // inexact fails instead of answering false.
+  bool exact_checks_ = false;
+};
+
+}  // namespace grammard::grammar::json_schema_internal
+
+#endif  // GRAMMARD_GRAMMAR_FRONTENDS_JSON_SCHEMA_INTERNAL_CONVERTER_IMPL_H_

@@ -1,0 +1,441 @@
+#include "grammar/frontends/json_schema/internal/converter_impl.h"
+
+namespace grammard::grammar::json_schema_internal {
+
+absl::StatusOr<Dnf> Converter::ExpandNegative(int32_t loc) {
+  const Json& n = doc_.node(loc);
+  std::vector<Dnf> parts;
+  auto add = [&](absl::StatusOr<Dnf> x) -> absl::Status {
+    if (!x.ok()) return x.status();
+    parts.push_back(*std::move(x));
+    return absl::OkStatus();
+  };
+  if (absl::Status s = add(NegOwn(loc)); !s.ok()) return s;
+  auto children = [&](const char* key) {
+    std::vector<int32_t> out;
+    auto it = n.find(key);
+    if (it != n.end() && it->is_array()) {
+      for (size_t i = 0; i < it->size(); ++i)
+        out.push_back(doc_.Child(loc, key, i));
+    }
+    return out;
+  };
+  for (int32_t c : children("allOf")) {
+    if (absl::Status s = add(Expand(c, true)); !s.ok()) return s;
+  }
+  if (n.contains("$ref")) {
+    absl::StatusOr<int32_t> target = RefTarget(loc);
+    if (!target.ok()) return target.status();
+    if (absl::Status s = add(Expand(*target, true)); !s.ok()) return s;
+  }
+  if (n.contains("$dynamicRef")) {
+    absl::StatusOr<int32_t> target = DynamicRefTarget(loc);
+    if (!target.ok()) return target.status();
+    if (*target < 0) return Dnf{Alt{}};  // lenient: read as `true`
+    if (absl::Status s = add(Expand(*target, true)); !s.ok()) return s;
+  }
+  if (n.contains("$recursiveRef")) {
+    if (absl::Status s = Unsupported(loc, "$recursiveRef",
+                                     "dynamic references are not supported");
+        !s.ok()) {
+      return s;
+    }
+    return Dnf{Alt{}};
+  }
+  if (n.contains("anyOf")) {
+    Dnf none{Alt{}};
+    for (int32_t c : children("anyOf")) {
+      absl::StatusOr<Dnf> x = Expand(c, true);
+      if (!x.ok()) return x.status();
+      absl::StatusOr<Dnf> p = Product(none, *x);
+      if (!p.ok()) return p.status();
+      none = *std::move(p);
+    }
+    parts.push_back(std::move(none));
+  }
+  if (n.contains("oneOf")) {
+    std::vector<int32_t> cs = children("oneOf");
+    Dnf none{Alt{}};
+    std::vector<Dnf> pos;
+    for (int32_t c : cs) {
+      absl::StatusOr<Dnf> x = Expand(c, true);
+      absl::StatusOr<Dnf> y = Expand(c, false);
+      if (!x.ok()) return x.status();
+      if (!y.ok()) return y.status();
+      absl::StatusOr<Dnf> p = Product(none, *x);
+      if (!p.ok()) return p.status();
+      none = *std::move(p);
+      pos.push_back(*std::move(y));
+    }
+    parts.push_back(std::move(none));
+    for (size_t i = 0; i < pos.size(); ++i) {
+      for (size_t j = i + 1; j < pos.size(); ++j) {
+        if (absl::Status s = add(Product(pos[i], pos[j])); !s.ok()) return s;
+      }
+    }
+  }
+  if (n.contains("not")) {
+    if (absl::Status s = add(Expand(doc_.Child(loc, "not"), false)); !s.ok())
+      return s;
+  }
+  if (n.contains("if")) {
+    const int32_t cond = doc_.Child(loc, "if");
+    absl::StatusOr<Dnf> yes = Expand(cond, false);
+    absl::StatusOr<Dnf> no = Expand(cond, true);
+    if (!yes.ok()) return yes.status();
+    if (!no.ok()) return no.status();
+    absl::StatusOr<Dnf> not_then =
+        n.contains("then") ? Expand(doc_.Child(loc, "then"), true) : Dnf{};
+    absl::StatusOr<Dnf> not_else =
+        n.contains("else") ? Expand(doc_.Child(loc, "else"), true) : Dnf{};
+    if (!not_then.ok()) return not_then.status();
+    if (!not_else.ok()) return not_else.status();
+    if (absl::Status s = add(Product(*yes, *not_then)); !s.ok()) return s;
+    if (absl::Status s = add(Product(*no, *not_else)); !s.ok()) return s;
+  }
+  for (const char* key :
+       {"dependentRequired", "dependentSchemas", "dependencies"}) {
+    auto it = n.find(key);
+    if (it == n.end() || !it->is_object()) continue;
+    for (auto dep = it->begin(); dep != it->end(); ++dep) {
+      if (dep->is_array()) {
+        for (const Json& name : *dep) {
+          if (!name.is_string()) continue;
+          SimpleSchema s;
+          s.types = kObjT;
+          s.object.required.push_back(dep.key());
+          s.object.rules.push_back(
+              KeyRule{{{name.get<std::string>(), FalseSet()}}, {}, false, {}});
+          parts.push_back(Single(std::move(s)));
+        }
+      } else if (std::string(key) != "dependentRequired") {
+        SimpleSchema s;
+        s.types = kObjT;
+        s.object.required.push_back(dep.key());
+        absl::StatusOr<Dnf> sub = Expand(doc_.Child(loc, key, dep.key()), true);
+        if (!sub.ok()) return sub.status();
+        if (absl::Status st = add(Product(Single(std::move(s)), *sub));
+            !st.ok()) {
+          return st;
+        }
+      }
+    }
+  }
+  return Union(std::move(parts));
+}
+
+absl::StatusOr<Dnf> Converter::NegOwn(int32_t loc) {
+  const Json& n = doc_.node(loc);
+  static const char* const kGroups[] = {"type",
+                                        "enum",
+                                        "const",
+                                        "minimum",
+                                        "maximum",
+                                        "exclusiveMinimum",
+                                        "exclusiveMaximum",
+                                        "multipleOf",
+                                        "minLength",
+                                        "maxLength",
+                                        "pattern",
+                                        "format",
+                                        "items",
+                                        "minItems",
+                                        "maxItems",
+                                        "uniqueItems",
+                                        "contains",
+                                        "properties",
+                                        "required",
+                                        "minProperties",
+                                        "maxProperties",
+                                        "propertyNames",
+                                        "contentEncoding",
+                                        "contentMediaType",
+                                        "unevaluatedProperties",
+                                        "unevaluatedItems"};
+  std::vector<Dnf> parts;
+  for (const char* key : kGroups) {
+    bool present = n.contains(key);
+    // Member and item keywords negate as one group each.
+    if (std::string(key) == "items") {
+      present = present || n.contains("prefixItems");
+    } else if (std::string(key) == "properties") {
+      present = present || n.contains("patternProperties") ||
+                n.contains("additionalProperties");
+    }
+    if (!present) continue;
+    absl::StatusOr<Dnf> d = NegKeyword(loc, key);
+    if (!d.ok()) {
+      if (opt_.strict) return d.status();
+      // Lenient: a negation we cannot express is read as `true`, which
+      // accepts more, never less.
+      if (absl::Status s = Unsupported(loc, key, d.status()); !s.ok()) {
+        return s;
+      }
+      return Dnf{Alt{}};
+    }
+    parts.push_back(*std::move(d));
+  }
+  return Union(std::move(parts));
+}
+
+absl::StatusOr<Dnf> Converter::NegKeyword(int32_t loc, const std::string& key) {
+  const Json& n = doc_.node(loc);
+  const Json& v = n.contains(key) ? n[key] : n;
+  auto unsupported = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot enforce \"", key, "\" at ", Where(loc, key),
+        " under a negation: ", why, " (lenient mode would drop the negation)"));
+  };
+  auto decimal = [&](const Json& x) -> std::optional<Decimal> {
+    if (!x.is_number()) return std::nullopt;
+    absl::StatusOr<Decimal> d = ParseDecimal(x.dump());
+    if (!d.ok()) return std::nullopt;
+    return *d;
+  };
+  SimpleSchema s;
+  if (key == "type") {
+    absl::StatusOr<SimpleSchema> own = OwnCopy(loc);
+    if (!own.ok()) return own.status();
+    const SimpleSchema& pos = *own;
+    s.types = static_cast<uint8_t>(kAllT & ~pos.types);
+    if (pos.number.integer && (pos.types & kNumT)) {
+      s.types |= kNumT;
+      s.number.not_multiple_of.push_back(*ParseDecimal("1"));
+    }
+    if (s.types == 0) return Dnf{};
+    return Single(std::move(s));
+  }
+  if (key == "enum" || key == "const") {
+    std::vector<const Json*> values;
+    if (key == "const") {
+      values.push_back(&v);
+    } else if (v.is_array()) {
+      for (const Json& x : v) values.push_back(&x);
+    } else {
+      return unsupported("enum must be an array");
+    }
+    for (const Json* x : values) {
+      if (x->is_array() || x->is_object()) {
+        return unsupported("excluding array or object values");
+      }
+      if (absl::Status st = Tick(); !st.ok()) return st;
+      s.excluded.Add(x);
+    }
+    return Single(std::move(s));
+  }
+  if (key == "minimum" || key == "exclusiveMinimum" || key == "maximum" ||
+      key == "exclusiveMaximum") {
+    if (v.is_boolean()) return Dnf{};  // draft 4: read with minimum/maximum
+    std::optional<Decimal> d = decimal(v);
+    if (!d) return unsupported("not a number");
+    const bool lower = key == "minimum" || key == "exclusiveMinimum";
+    bool exclusive = key == "exclusiveMinimum" || key == "exclusiveMaximum";
+    if (!exclusive) {
+      const char* flag = lower ? "exclusiveMinimum" : "exclusiveMaximum";
+      exclusive =
+          n.contains(flag) && n[flag].is_boolean() && n[flag].get<bool>();
+    }
+    s.types = kNumT;
+    // not (x >= d) is x < d; not (x > d) is x <= d; likewise above.
+    if (lower) {
+      s.number.upper = Bound{*d, !exclusive};
+    } else {
+      s.number.lower = Bound{*d, !exclusive};
+    }
+    return Single(std::move(s));
+  }
+  if (key == "multipleOf") {
+    std::optional<Decimal> d = decimal(v);
+    if (!d || d->IsZero() || d->negative)
+      return unsupported("not a positive number");
+    s.types = kNumT;
+    s.number.not_multiple_of.push_back(*d);
+    return Single(std::move(s));
+  }
+  auto bound = [&](const Json& x) -> absl::StatusOr<int64_t> {
+    std::optional<int64_t> c = NonNegativeInt(x);
+    if (!c) return unsupported("not a non-negative integer");
+    return *c;
+  };
+  if (key == "minLength" || key == "maxLength" || key == "minItems" ||
+      key == "maxItems" || key == "minProperties" || key == "maxProperties") {
+    absl::StatusOr<int64_t> c = bound(v);
+    if (!c.ok()) return c.status();
+    const bool is_min = key.compare(0, 3, "min") == 0;
+    if (is_min && *c == 0) return Dnf{};
+    int64_t lo = is_min ? 0 : *c + 1;
+    int64_t hi = is_min ? *c - 1 : -1;
+    if (key == "minLength" || key == "maxLength") {
+      s.types = kStrT;
+      s.string.min_len = lo;
+      s.string.max_len = hi;
+      s.string.length_loc = loc;
+    } else if (key == "minItems" || key == "maxItems") {
+      s.types = kArrT;
+      s.array.min_items = lo;
+      s.array.max_items = hi;
+    } else {
+      s.types = kObjT;
+      s.object.min_props = lo;
+      s.object.max_props = hi;
+    }
+    return Single(std::move(s));
+  }
+  if (key == "pattern" || key == "format") {
+    if (!v.is_string()) return unsupported("not a string");
+    RegexRef r{key == "format" ? RegexRef::kFormat : RegexRef::kPattern,
+               v.get<std::string>(), loc};
+    if (r.kind == RegexRef::kFormat) {
+      FormatInfo info = LookupFormat(r.text);
+      if (info.support == FormatSupport::kUnknown) return Dnf{};
+      if (info.support == FormatSupport::kUnsupported)
+        return unsupported(info.reason);
+      if (info.narrower) {
+        return unsupported(absl::StrCat(
+            "the grammar for format \"", r.text,
+            "\" refuses some valid strings, so its complement is inexact"));
+      }
+    }
+    absl::StatusOr<RegexEntry*> entry = GetRegex(r);
+    if (IsDeadline(entry.status())) return entry.status();
+    if (!entry.ok()) return unsupported(entry.status().message());
+    s.types = kStrT;
+    s.string.must_not.push_back(std::move(r));
+    return Single(std::move(s));
+  }
+  if (key == "contentEncoding" || key == "contentMediaType") {
+    if (!AssertsContent(key, v)) return Dnf{};  // an annotation, always true
+    return unsupported("its grammar is narrower, so its complement is inexact");
+  }
+  if (key == "uniqueItems") {
+    if (v.is_boolean() && !v.get<bool>()) return Dnf{};
+    return unsupported("arrays with a repeated item");
+  }
+  if (key == "items") {
+    absl::StatusOr<SimpleSchema> own = OwnCopy(loc);
+    if (!own.ok()) return own.status();
+    const SimpleSchema& pos = *own;
+    std::vector<Dnf> alts;
+    for (size_t i = 0; i < pos.array.prefix.size(); ++i) {
+      if (pos.array.prefix[i].empty()) continue;
+      SimpleSchema a;
+      a.types = kArrT;
+      a.array.min_items = static_cast<int64_t>(i) + 1;
+      a.array.prefix.assign(i + 1, TermSet{});
+      if (pos.array.prefix[i].size() != 1) {
+        return unsupported("an item schema that is itself a conjunction");
+      }
+      const Term t = pos.array.prefix[i][0];
+      a.array.prefix[i] = Canon({Term{t.loc, !t.neg}});
+      alts.push_back(Single(std::move(a)));
+    }
+    if (!pos.array.rest.empty()) {
+      if (!pos.array.prefix.empty() || pos.array.rest.size() != 1) {
+        return unsupported("additional items after a tuple");
+      }
+      SimpleSchema a;
+      a.types = kArrT;
+      a.array.contains.push_back(ContainsC{
+          Canon({Term{pos.array.rest[0].loc, !pos.array.rest[0].neg}}), 1, -1,
+          loc});
+      alts.push_back(Single(std::move(a)));
+    }
+    return Union(std::move(alts));
+  }
+  if (key == "contains") {
+    absl::StatusOr<SimpleSchema> own = OwnCopy(loc);
+    if (!own.ok()) return own.status();
+    const SimpleSchema& pos = *own;
+    std::vector<Dnf> alts;
+    for (const ContainsC& c : pos.array.contains) {
+      if (c.min > 0) {
+        SimpleSchema a;
+        a.types = kArrT;
+        a.array.contains.push_back(ContainsC{c.schema, 0, c.min - 1, loc});
+        alts.push_back(Single(std::move(a)));
+      }
+      if (c.max >= 0) {
+        SimpleSchema a;
+        a.types = kArrT;
+        a.array.contains.push_back(ContainsC{c.schema, c.max + 1, -1, loc});
+        alts.push_back(Single(std::move(a)));
+      }
+    }
+    return Union(std::move(alts));
+  }
+  if (key == "properties") {
+    if (n.contains("patternProperties")) {
+      return unsupported("a member outside the declared patterns");
+    }
+    std::vector<Dnf> alts;
+    if (n.contains("properties") && !n["properties"].is_object()) {
+      return unsupported("properties must be an object");
+    }
+    // not additionalProperties: some undeclared member breaks it.
+    if (n.contains("additionalProperties")) {
+      const TermSet add = One(doc_.Child(loc, "additionalProperties"));
+      if (add.size() > 1) {
+        return unsupported("a conjunction as additionalProperties");
+      }
+      if (!add.empty()) {
+        Witness w;
+        w.loc = loc;
+        w.value = IsFalseSet(add) ? TermSet{}
+                                  : Canon({Term{add[0].loc, !add[0].neg}});
+        if (n.contains("properties")) {
+          for (auto p = n["properties"].begin(); p != n["properties"].end();
+               ++p) {
+            w.not_names.push_back(p.key());
+          }
+        }
+        SimpleSchema a;
+        a.types = kObjT;
+        a.object.witnesses.push_back(std::move(w));
+        alts.push_back(Single(std::move(a)));
+      }
+    }
+    if (!n.contains("properties")) return Union(std::move(alts));
+    for (auto p = v.begin(); p != v.end(); ++p) {
+      TermSet value = One(doc_.Child(loc, "properties", p.key()));
+      if (value.empty()) continue;
+      if (value.size() != 1)
+        return unsupported("a conjunction as a property schema");
+      SimpleSchema a;
+      a.types = kObjT;
+      a.object.required.push_back(p.key());
+      a.object.rules.push_back(
+          KeyRule{{{p.key(), Canon({Term{value[0].loc, !value[0].neg}})}},
+                  {},
+                  false,
+                  {}});
+      alts.push_back(Single(std::move(a)));
+    }
+    return Union(std::move(alts));
+  }
+  if (key == "required") {
+    if (v.is_boolean()) return Dnf{};
+    if (!v.is_array()) return unsupported("required must be an array");
+    std::vector<Dnf> alts;
+    for (const Json& name : v) {
+      if (!name.is_string()) return unsupported("required must list names");
+      SimpleSchema a;
+      a.types = kObjT;
+      a.object.rules.push_back(
+          KeyRule{{{name.get<std::string>(), FalseSet()}}, {}, false, {}});
+      alts.push_back(Single(std::move(a)));
+    }
+    return Union(std::move(alts));
+  }
+  if (key == "propertyNames") {
+    if (One(doc_.Child(loc, "propertyNames")).empty()) return Dnf{};
+    return unsupported("a member whose name breaks propertyNames");
+  }
+  if (key == "unevaluatedProperties" || key == "unevaluatedItems") {
+    if ((v.is_boolean() && v.get<bool>()) || (v.is_object() && v.empty()))
+      return Dnf{};
+    return unsupported("unevaluated* keywords are not supported");
+  }
+  return Dnf{};
+}
+
+}  // namespace grammard::grammar::json_schema_internal

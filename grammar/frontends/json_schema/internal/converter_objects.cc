@@ -1,0 +1,375 @@
+#include "grammar/frontends/json_schema/internal/converter_impl.h"
+
+namespace grammard::grammar::json_schema_internal {
+
+namespace {
+
+// Distinct patternProperties regexes an object may combine.
+constexpr int kMaxKeyPatterns = 6;
+
+}  // namespace
+
+absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
+  // Declared names: every property named by a rule or by `required`. Each
+  // gets its own member; all other names share "other" members.
+  std::vector<std::string> declared;
+  auto declare = [&](const std::string& k) {
+    if (std::find(declared.begin(), declared.end(), k) == declared.end()) {
+      declared.push_back(k);
+    }
+  };
+  if (opt_.order == PropertyOrder::kRequiredFirst) {
+    for (const std::string& k : o.required) declare(k);
+  }
+  for (const KeyRule& rule : o.rules) {
+    for (const auto& prop : rule.props) declare(prop.first);
+  }
+  for (const std::string& k : o.required) declare(k);
+
+  // Lenient mode reads a constraint it cannot keep as "any members".
+  auto loose = [&](absl::string_view keyword,
+                   const auto& why) -> absl::StatusOr<int32_t> {
+    if (absl::Status st = Unsupported(o.loc, keyword, why); !st.ok()) return st;
+    const int32_t member =
+        e_.Seq({e_.AnyString(), e_.KeySeparator(), e_.AnyValue(depth + 1)});
+    return e_.Alt(
+        {e_.Empty('{', '}'),
+         e_.Seq({e_.Open('{', depth), member,
+                 e_.g().AddRepeat(e_.Seq({e_.ItemSeparator(depth), member}), 0,
+                                  kUnbounded),
+                 e_.Close('}', depth)})});
+  };
+  // A witness (from "not additionalProperties") is a member the object must
+  // have; the states below remember whether it was written.
+  if (o.witnesses.size() > 1) {
+    return loose("additionalProperties",
+                 "more than one negated additionalProperties on one object");
+  }
+  const Witness* witness = o.witnesses.empty() ? nullptr : &o.witnesses[0];
+  auto witness_name = [&](const std::string& k) {
+    return witness != nullptr &&
+           std::find(witness->not_names.begin(), witness->not_names.end(), k) ==
+               witness->not_names.end();
+  };
+  // A member's value of `ts`, or the same as a witness.
+  auto value_with = [&](const TermSet& ts, bool as_witness) {
+    TermSet value = as_witness ? Canon(Join(ts, witness->value)) : ts;
+    if (IsFalseSet(value)) return e_.Nothing();
+    return ValueRef(value, depth + 1);
+  };
+  // The member `key` with values `ts`, or the same as a witness.
+  auto member_with = [&](int32_t key, const TermSet& ts, bool as_witness) {
+    const int32_t value = value_with(ts, as_witness);
+    if (e_.IsNothing(value)) return value;
+    return e_.Seq({key, e_.KeySeparator(), value});
+  };
+
+  struct Member {
+    bool required;
+    int32_t key;            // the quoted name
+    int32_t value;          // Nothing when no value is allowed
+    int32_t witness_value;  // Nothing when it cannot be the witness
+    int32_t expr = -1, witness_expr = -1;  // written below
+  };
+  std::vector<Member> members;
+  for (const std::string& k : declared) {
+    const bool required =
+        std::find(o.required.begin(), o.required.end(), k) != o.required.end();
+    absl::StatusOr<std::optional<TermSet>> vt = KeyValueTerms(o, k);
+    if (!vt.ok()) return vt.status();
+    bool allowed = vt->has_value();
+    const Json name = k;
+    for (const TermSet& names : o.names) {
+      if (!allowed) break;
+      absl::StatusOr<bool> ok = ValidateTerms(name, names, 0);
+      if (!ok.ok()) return ok.status();
+      allowed = *ok;
+    }
+    if (!allowed) {
+      if (required) return e_.Nothing();
+      continue;
+    }
+    members.push_back(Member{
+        required, e_.Quoted(e_.StringContent(k)), value_with(**vt, false),
+        witness_name(k) ? value_with(**vt, true) : e_.Nothing()});
+  }
+
+  // Other names, split into classes by the patterns they match.
+  std::vector<std::pair<RegexRef, int>> patterns;  // (pattern, rule index)
+  for (size_t r = 0; r < o.rules.size(); ++r) {
+    for (const auto& pat : o.rules[r].patterns) {
+      patterns.emplace_back(pat.first, static_cast<int>(r));
+    }
+  }
+  if (patterns.size() > static_cast<size_t>(kMaxKeyPatterns)) {
+    return loose("patternProperties",
+                 absl::StrCat("more than ", kMaxKeyPatterns,
+                              " patterns apply to one object"));
+  }
+  absl::StatusOr<std::optional<CharDfa>> names = NamesDfa(o.names);
+  if (!names.ok()) return loose("propertyNames", names.status());
+  absl::StatusOr<CharDfa> declared_dfa = LiteralsDfa(declared);
+  if (!declared_dfa.ok()) return declared_dfa.status();
+  absl::StatusOr<CharDfa> not_witness_dfa = LiteralsDfa(
+      witness != nullptr ? witness->not_names : std::vector<std::string>{});
+  if (!not_witness_dfa.ok()) return not_witness_dfa.status();
+  std::vector<int32_t> others;
+  std::vector<int32_t> witness_others;
+  // Names whose values share one schema, one key automaton each: a pattern
+  // whose value is what additionalProperties allows anyway (`"^.{1,255}$":
+  // {}` beside the default `true`) constrains nothing, and its counted key
+  // would cost every first mask there a walk of the vocabulary per count.
+  struct NameClass {
+    TermSet value;
+    std::optional<CharDfa> keys;  // none: any string
+  };
+  std::vector<NameClass> name_classes;
+  const bool any_key = patterns.empty() && declared.empty() && !*names;
+  const uint32_t classes = 1u << patterns.size();
+  for (uint32_t in = 0; in < classes; ++in) {
+    TermSet value;
+    for (size_t r = 0; r < o.rules.size(); ++r) {
+      const KeyRule& rule = o.rules[r];
+      bool matched = false;
+      for (size_t i = 0; i < patterns.size(); ++i) {
+        if (patterns[i].second != static_cast<int>(r) || !(in & (1u << i))) {
+          continue;
+        }
+        matched = true;
+        for (const auto& pat : rule.patterns) {
+          if (pat.first.Key() == patterns[i].first.Key()) {
+            value = Join(value, pat.second);
+          }
+        }
+      }
+      if (!matched && rule.has_additional) value = Join(value, rule.additional);
+    }
+    value = Canon(std::move(value));
+    if (IsFalseSet(value)) continue;
+    CharDfa keys = Complement(*declared_dfa);
+    if (!any_key) {
+      absl::Status st;
+      auto narrow = [&](const CharDfa& x, bool keep) {
+        if (!st.ok()) return;
+        absl::StatusOr<CharDfa> y =
+            keep ? json_schema_internal::Intersect(keys, x, opt_.dfa)
+                 : Subtract(keys, x, opt_.dfa);
+        if (y.ok()) {
+          keys = *std::move(y);
+        } else {
+          st = y.status();
+        }
+      };
+      for (size_t i = 0; i < patterns.size(); ++i) {
+        absl::StatusOr<const CharDfa*> x = RegexDfa(patterns[i].first);
+        if (!x.ok()) {
+          st = x.status();
+          break;
+        }
+        narrow(**x, (in & (1u << i)) != 0);
+      }
+      if (*names) narrow(**names, true);
+      if (!st.ok()) return loose("patternProperties", st);
+      if (keys.IsEmpty()) continue;
+    }
+    auto same =
+        std::find_if(name_classes.begin(), name_classes.end(),
+                     [&](const NameClass& c) { return c.value == value; });
+    if (same == name_classes.end()) {
+      name_classes.push_back(
+          {std::move(value),
+           any_key ? std::nullopt : std::optional<CharDfa>(std::move(keys))});
+    } else {
+      absl::StatusOr<CharDfa> both =
+          json_schema_internal::Union(*same->keys, keys, opt_.dfa);
+      if (!both.ok()) return loose("patternProperties", both.status());
+      same->keys = *std::move(both);
+    }
+  }
+  for (const NameClass& c : name_classes) {
+    const int32_t key_expr =
+        c.keys ? e_.Ref(e_.NewRule("key", e_.DfaString(*c.keys, "key")))
+               : e_.AnyString();
+    others.push_back(member_with(key_expr, c.value, false));
+    if (witness != nullptr) {
+      absl::StatusOr<CharDfa> wkeys = Subtract(
+          c.keys ? *c.keys : AnyStringDfa(), *not_witness_dfa, opt_.dfa);
+      if (!wkeys.ok()) return loose("additionalProperties", wkeys.status());
+      if (!wkeys->IsEmpty()) {
+        witness_others.push_back(
+            member_with(e_.Ref(e_.NewRule("key", e_.DfaString(*wkeys, "key"))),
+                        c.value, true));
+      }
+    }
+  }
+  const bool has_other = !others.empty();
+  const int32_t other =
+      has_other ? e_.Ref(e_.NewRule("member", e_.Alt(std::move(others))))
+                : e_.Nothing();
+  const int32_t witness_other =
+      witness_others.empty()
+          ? e_.Nothing()
+          : e_.Ref(e_.NewRule("witness", e_.Alt(std::move(witness_others))));
+
+  // States: which declared members were written (a subset in any order, an
+  // index in declared order) and how many members so far (counted only up
+  // to what minProperties/maxProperties need).
+  const size_t n = members.size();
+  const bool small = n <= static_cast<size_t>(kMaxAnyOrderProperties);
+  const int64_t cap = o.max_props >= 0 ? o.max_props : o.min_props;
+  // kAnyRepeatable's larger objects: declared members in any order, each as
+  // often as the model likes (every occurrence valid, so whichever one a
+  // parser keeps is valid), remembering only which required ones were
+  // written. Counting members, or a witness that a later duplicate could
+  // overwrite, needs each name once: such objects stay as written.
+  size_t num_required = 0;
+  for (const Member& m : members) num_required += m.required;
+  const bool repeatable =
+      opt_.order == PropertyOrder::kAnyRepeatable && !small && cap <= 0 &&
+      witness == nullptr &&
+      num_required <= static_cast<size_t>(kMaxAnyOrderProperties);
+  const bool any_order =
+      opt_.order == PropertyOrder::kAny || repeatable ||
+      (small && (opt_.order == PropertyOrder::kAnyWhenSmall ||
+                 opt_.order == PropertyOrder::kAnyRepeatable));
+  // The bit member j sets in `seen` when written in any order (none for an
+  // optional member that may repeat).
+  std::vector<uint64_t> bit(n, 0);
+  for (size_t j = 0, r = 0; j < n; ++j) {
+    if (!repeatable) {
+      bit[j] = j < 64 ? uint64_t{1} << j : 0;  // past 20: refused below
+    } else if (members[j].required) {
+      bit[j] = uint64_t{1} << r++;
+    }
+  }
+  const int64_t count_states = (cap + 1) * (witness != nullptr ? 2 : 1);
+  const size_t seen_bits = repeatable ? num_required : n;
+  const int64_t member_states =
+      any_order ? (seen_bits >= 20 ? int64_t{1} << 20 : int64_t{1} << seen_bits)
+                : static_cast<int64_t>(n) + 1;
+  if (member_states * count_states > kMaxCountingRules) {
+    // Blame the count only when there is one to blame.
+    const char* keyword = any_order || cap <= 0 ? "properties"
+                          : o.max_props >= 0    ? "maxProperties"
+                                                : "minProperties";
+    return loose(
+        keyword,
+        absl::StrCat("an object with ", n, " properties",
+                     cap > 0 ? absl::StrCat(", counting up to ", cap) : "",
+                     " needs more than ", kMaxCountingRules, " grammar rules",
+                     any_order ? " in any order" : ""));
+  }
+  for (Member& m : members) {
+    // In any order, every state of which members were written calls the
+    // members not written yet. Written inline, each state would get a trie
+    // of keys of its own (a five-property object: 743 automaton states for
+    // 64), and a state after each key, before its value. A value read at
+    // the member's end is copied into it only when no other rule would
+    // copy it too (compiler.cc, AbsorbedRules).
+    auto with = [&](int32_t value) {
+      if (e_.IsNothing(value)) return value;
+      const int32_t member = e_.Seq({m.key, e_.KeySeparator(), value});
+      return any_order ? e_.Ref(e_.NewRule("member", member)) : member;
+    };
+    m.expr = with(m.value);
+    m.witness_expr = with(m.witness_value);
+  }
+  auto accepts = [&](uint64_t seen, int64_t count, bool found) {
+    if (count < o.min_props || !found) return false;
+    for (size_t j = 0; j < n; ++j) {
+      if (!members[j].required) continue;
+      // Any order: `seen` is a set; declared order: an index past j.
+      if (any_order ? !(seen & bit[j]) : seen <= j) return false;
+    }
+    return true;
+  };
+  // Repeatable objects: the members that may come again in any state, as
+  // one rule all states call. Copied into each of the 2^required states,
+  // they made most of such an object's automaton (a 20 KB schema: 20,600
+  // states for 5,200).
+  int32_t repeat_rule = -1;
+  if (repeatable) {
+    std::vector<int32_t> optional;
+    for (size_t j = 0; j < n; ++j) {
+      if (bit[j] == 0) optional.push_back(members[j].expr);
+    }
+    if (has_other) optional.push_back(other);
+    if (!optional.empty()) {
+      repeat_rule = e_.NewRule("members", e_.Alt(std::move(optional)));
+    }
+  }
+  using State = std::tuple<uint64_t, int64_t, bool>;
+  std::map<State, int32_t> rules;
+  std::vector<State> pending;
+  auto state = [&](uint64_t seen, int64_t count, bool found) {
+    count = std::min(count, cap);
+    State key{seen, count, found};
+    auto it = rules.find(key);
+    if (it != rules.end()) return e_.Ref(it->second);
+    const int32_t rule = e_.NewRule("object_state");
+    rules.emplace(key, rule);
+    pending.push_back(key);
+    return e_.Ref(rule);
+  };
+  auto steps = [&](uint64_t seen, int64_t count, bool found, bool first) {
+    std::vector<int32_t> alts;
+    if (o.max_props >= 0 && count >= o.max_props) return e_.Nothing();
+    // Writing member `expr` (or, not yet found, its witness form) and going
+    // on from `next`.
+    auto add = [&](int32_t expr, int32_t witness_expr, uint64_t next) {
+      alts.push_back(e_.Seq({expr, state(next, count + 1, found)}));
+      if (!found && !e_.IsNothing(witness_expr)) {
+        alts.push_back(e_.Seq({witness_expr, state(next, count + 1, true)}));
+      }
+    };
+    if (repeatable) {
+      // Members that leave `seen` as it is share one alternative.
+      std::vector<int32_t> same;
+      if (repeat_rule >= 0) same.push_back(e_.Ref(repeat_rule));
+      for (size_t j = 0; j < n; ++j) {
+        if (bit[j] == 0) continue;
+        if (seen & bit[j]) {
+          same.push_back(members[j].expr);
+        } else {
+          add(members[j].expr, members[j].witness_expr, seen | bit[j]);
+        }
+      }
+      if (!same.empty()) {
+        alts.push_back(
+            e_.Seq({e_.Alt(std::move(same)), state(seen, count + 1, found)}));
+      }
+    } else if (any_order) {
+      for (size_t j = 0; j < n; ++j) {
+        if (seen & bit[j]) continue;
+        add(members[j].expr, members[j].witness_expr, seen | bit[j]);
+      }
+    } else {
+      // The next declared member may be any later one, skipping only
+      // optional ones.
+      for (size_t j = seen; j < n; ++j) {
+        add(members[j].expr, members[j].witness_expr, j + 1);
+        if (members[j].required) break;
+      }
+    }
+    if (has_other && !repeatable) add(other, witness_other, seen);
+    if (alts.empty()) return e_.Nothing();
+    // One separator before the choice: one per alternative made an
+    // object's states mostly copies of it.
+    return e_.Seq({first ? e_.Bytes("") : e_.ItemSeparator(depth),
+                   e_.Alt(std::move(alts))});
+  };
+  const bool found0 = witness == nullptr;
+  const int32_t start =
+      e_.Alt({accepts(0, 0, found0) ? e_.Empty('{', '}') : e_.Nothing(),
+              e_.Seq({e_.Open('{', depth), steps(0, 0, found0, true)})});
+  while (!pending.empty()) {
+    auto [seen, count, found] = pending.back();
+    pending.pop_back();
+    e_.g().rules[rules[{seen, count, found}]].body = e_.Alt(
+        {accepts(seen, count, found) ? e_.Close('}', depth) : e_.Nothing(),
+         steps(seen, count, found, false)});
+  }
+  return start;
+}
+
+}  // namespace grammard::grammar::json_schema_internal

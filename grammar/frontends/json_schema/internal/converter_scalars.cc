@@ -1,0 +1,388 @@
+#include "grammar/frontends/json_schema/internal/converter_impl.h"
+#include "grammar/frontends/regex/regex_parser.h"
+
+namespace grammard::grammar::json_schema_internal {
+
+namespace {
+
+// The longest string length minLength/maxLength may count. The engine
+// spends an automaton state per counted character (100000 by default), so
+// 64 KiB keeps the common 32767 and 65535 within reach.
+constexpr int64_t kMaxCountedLength = 65536;
+
+// Splits a pattern into its top-level alternatives, each with whether it is
+// anchored at the start (^) and at the end ($). Fails on anchors anywhere
+// else, whose meaning under JSON Schema's search semantics the regex
+// parser's full-match reading would change.
+struct PatternAlt {
+  std::string text;
+  bool start = false;
+  bool end = false;
+};
+// The inside of `p` when all of it is one group, "(...)" or "(?:...)";
+// nullopt otherwise.
+std::optional<std::string> GroupInside(const std::string& p) {
+  if (p.size() < 2 || p[0] != '(' || p.back() != ')') return std::nullopt;
+  int depth = 0;
+  bool in_class = false;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const char c = p[i];
+    if (c == '\\') {
+      ++i;
+    } else if (in_class) {
+      in_class = c != ']';
+    } else if (c == '[') {
+      in_class = true;
+    } else if (c == '(') {
+      ++depth;
+    } else if (c == ')' && --depth == 0 && i + 1 != p.size()) {
+      return std::nullopt;  // the first group closes before the end
+    }
+  }
+  if (p.compare(0, 3, "(?:") == 0) return p.substr(3, p.size() - 4);
+  if (p.compare(0, 2, "(?") == 0) return std::nullopt;  // lookaround, names
+  return p.substr(1, p.size() - 2);
+}
+
+absl::StatusOr<std::vector<PatternAlt>> SplitPattern(const std::string& p,
+                                                     int depth_left = 32) {
+  if (depth_left == 0) {
+    return absl::InvalidArgumentError("groups nested too deeply");
+  }
+  std::vector<PatternAlt> alts;
+  std::vector<size_t> anchors;  // offsets of unescaped ^ and $ outside classes
+  size_t begin = 0;
+  int depth = 0;
+  bool in_class = false;
+  auto finish = [&](size_t end) -> absl::Status {
+    // An alternative that is one group, as in "(^a+$)|^b", is the
+    // alternatives inside it.
+    if (std::optional<std::string> inside =
+            GroupInside(p.substr(begin, end - begin))) {
+      absl::StatusOr<std::vector<PatternAlt>> inner =
+          SplitPattern(*inside, depth_left - 1);
+      if (!inner.ok()) return inner.status();
+      alts.insert(alts.end(), inner->begin(), inner->end());
+      anchors.clear();
+      return absl::OkStatus();
+    }
+    PatternAlt alt;
+    size_t b = begin, e = end;
+    for (size_t a : anchors) {
+      if (a == b && p[a] == '^' && !alt.start) {
+        alt.start = true;
+        b = a + 1;
+      } else if (a + 1 == e && p[a] == '$' && a >= b) {
+        alt.end = true;
+        e = a;
+      } else {
+        return absl::InvalidArgumentError(
+            absl::StrCat("an anchor (", std::string(1, p[a]),
+                         ") inside a group at offset ", a));
+      }
+    }
+    alt.text = p.substr(b, e - b);
+    alts.push_back(std::move(alt));
+    anchors.clear();
+    return absl::OkStatus();
+  };
+  for (size_t i = 0; i < p.size(); ++i) {
+    char c = p[i];
+    if (c == '\\') {
+      ++i;
+      continue;
+    }
+    if (in_class) {
+      if (c == ']') in_class = false;
+      continue;
+    }
+    if (c == '[') {
+      in_class = true;
+    } else if (c == '(') {
+      ++depth;
+    } else if (c == ')') {
+      --depth;
+    } else if (c == '|' && depth == 0) {
+      if (absl::Status s = finish(i); !s.ok()) return s;
+      begin = i + 1;
+    } else if (c == '^' || c == '$') {
+      anchors.push_back(i);
+    }
+  }
+  if (absl::Status s = finish(p.size()); !s.ok()) return s;
+  return alts;
+}
+
+// ECMAScript's `.` matches no line terminator (\n, \r, U+2028, U+2029);
+// the regex parser's matches every code point but \n. Spells each `.`
+// outside a class out as the class ECMAScript means.
+std::string EcmaDots(const std::string& p) {
+  std::string out;
+  bool in_class = false;  // ECMAScript classes end at the first `]`
+  for (size_t i = 0; i < p.size(); ++i) {
+    const char c = p[i];
+    if (c == '\\' && i + 1 < p.size()) {
+      out += p.substr(i, 2);
+      ++i;
+    } else if (in_class) {
+      in_class = c != ']';
+      out += c;
+    } else if (c == '.') {
+      out += "[^\\n\\r\\u2028\\u2029]";
+    } else {
+      in_class = c == '[';
+      out += c;
+    }
+  }
+  return out;
+}
+
+// Copies expression `expr` of `src` (no rule references) into `dst`.
+int32_t ImportExpr(Grammar* dst, const Grammar& src, int32_t expr) {
+  std::vector<char> reachable(expr + 1, 0);
+  reachable[expr] = 1;
+  for (int32_t i = expr; i >= 0; --i) {
+    if (!reachable[i]) continue;
+    for (int32_t c : src.exprs[i].children) reachable[c] = 1;
+  }
+  std::vector<int32_t> mapped(expr + 1, -1);
+  for (int32_t i = 0; i <= expr; ++i) {
+    if (!reachable[i]) continue;
+    Expr e = src.exprs[i];
+    for (int32_t& c : e.children) c = mapped[c];
+    dst->exprs.push_back(std::move(e));
+    mapped[i] = static_cast<int32_t>(dst->exprs.size()) - 1;
+  }
+  return mapped[expr];
+}
+
+}  // namespace
+
+absl::StatusOr<RegexEntry*> Converter::GetRegex(const RegexRef& r) {
+  const std::string key = r.Key();
+  auto it = regexes_.find(key);
+  if (it != regexes_.end()) return it->second.get();
+  auto entry = std::make_unique<RegexEntry>();
+  if (r.kind != RegexRef::kPattern) {
+    FormatInfo info = r.Info();
+    absl::StatusOr<Grammar> g = ParseRegex(info.regex);
+    if (!g.ok()) return g.status();
+    entry->ir = *std::move(g);
+    entry->expr = entry->ir.rules[entry->ir.root].body;
+  } else {
+    // JSON Schema patterns search: an alternative not anchored at an end may
+    // have anything before or after it.
+    absl::StatusOr<std::vector<PatternAlt>> alts = SplitPattern(r.text);
+    if (!alts.ok()) return alts.status();
+    Grammar& ir = entry->ir;
+    const int32_t any =
+        ir.AddRepeat(ir.AddCharClass({{0, kMaxCodepoint}}), 0, kUnbounded);
+    std::vector<int32_t> choices;
+    for (const PatternAlt& alt : *alts) {
+      absl::StatusOr<Grammar> g = ParseRegex(EcmaDots(alt.text));
+      if (!g.ok()) return g.status();
+      std::vector<int32_t> parts;
+      if (!alt.start) parts.push_back(any);
+      parts.push_back(ImportExpr(&ir, *g, g->rules[g->root].body));
+      if (!alt.end) parts.push_back(any);
+      choices.push_back(ir.AddSequence(std::move(parts)));
+    }
+    entry->expr = ir.AddChoice(std::move(choices));
+  }
+  RegexEntry* out = entry.get();
+  regexes_.emplace(key, std::move(entry));
+  return out;
+}
+
+absl::StatusOr<const CharDfa*> Converter::RegexDfa(const RegexRef& r) {
+  absl::StatusOr<RegexEntry*> entry = GetRegex(r);
+  if (!entry.ok()) return entry.status();
+  RegexEntry& e = **entry;
+  if (!e.dfa_done) {
+    e.dfa_done = true;
+    CharNfa nfa;
+    absl::StatusOr<CharNfa::Fragment> f = nfa.AddExpr(e.ir, e.expr, opt_.dfa);
+    if (!f.ok()) {
+      e.dfa_status = f.status();
+    } else {
+      absl::StatusOr<CharDfa> dfa = Determinize(nfa, *f, opt_.dfa);
+      if (dfa.ok()) {
+        e.dfa = *std::move(dfa);
+      } else {
+        e.dfa_status = dfa.status();
+      }
+    }
+  }
+  if (!e.dfa_status.ok()) return e.dfa_status;
+  return &e.dfa;
+}
+
+absl::StatusOr<CharDfa> Converter::StringDfa(const StringC& c,
+                                             bool with_length) {
+  CharDfa dfa = AnyStringDfa();
+  for (const RegexRef& r : c.must) {
+    absl::StatusOr<const CharDfa*> x = RegexDfa(r);
+    if (!x.ok()) return x.status();
+    absl::StatusOr<CharDfa> y =
+        json_schema_internal::Intersect(dfa, **x, opt_.dfa);
+    if (!y.ok()) return y.status();
+    dfa = *std::move(y);
+  }
+  for (const RegexRef& r : c.must_not) {
+    absl::StatusOr<const CharDfa*> x = RegexDfa(r);
+    if (!x.ok()) return x.status();
+    absl::StatusOr<CharDfa> y = Subtract(dfa, **x, opt_.dfa);
+    if (!y.ok()) return y.status();
+    dfa = *std::move(y);
+  }
+  if (!c.excluded.empty()) {
+    absl::StatusOr<CharDfa> words = LiteralsDfa(c.excluded);
+    if (!words.ok()) return words.status();
+    absl::StatusOr<CharDfa> y = Subtract(dfa, *words, opt_.dfa);
+    if (!y.ok()) return y.status();
+    dfa = *std::move(y);
+  }
+  if (with_length && c.HasLength()) {
+    return LimitLength(dfa, c.min_len, c.max_len, opt_.dfa);
+  }
+  return dfa;
+}
+
+absl::StatusOr<std::optional<CharDfa>> Converter::NamesDfa(
+    const std::vector<TermSet>& names) {
+  if (names.empty()) return std::optional<CharDfa>();
+  CharDfa all = AnyStringDfa();
+  for (const TermSet& ts : names) {
+    absl::StatusOr<Dnf> d = ExpandSet(ts);
+    if (!d.ok()) return d.status();
+    CharDfa allowed = EmptyDfa();
+    for (const Alt& alt : *d) {
+      absl::StatusOr<const SimpleSchema*> s = Merge(alt);
+      if (!s.ok()) return s.status();
+      const SimpleSchema& m = **s;
+      if (!(m.types & kStrT)) continue;
+      absl::StatusOr<CharDfa> part = EmptyDfa();
+      if (m.has_values) {
+        std::vector<std::string> words;
+        for (const Json* v : m.values) {
+          if (!v->is_string()) continue;
+          absl::StatusOr<bool> ok = CheckValue(*v, m, 0);
+          if (!ok.ok()) return ok.status();
+          if (*ok) words.push_back(v->get<std::string>());
+        }
+        part = LiteralsDfa(words);
+      } else {
+        StringC c = m.string;
+        for (const Json* v : m.excluded) {
+          if (v->is_string()) c.excluded.push_back(v->get<std::string>());
+        }
+        part = StringDfa(c, true);
+      }
+      if (!part.ok()) return part.status();
+      absl::StatusOr<CharDfa> u =
+          json_schema_internal::Union(allowed, *part, opt_.dfa);
+      if (!u.ok()) return u.status();
+      allowed = *std::move(u);
+    }
+    absl::StatusOr<CharDfa> both =
+        json_schema_internal::Intersect(all, allowed, opt_.dfa);
+    if (!both.ok()) return both.status();
+    all = *std::move(both);
+  }
+  return std::optional<CharDfa>(std::move(all));
+}
+
+absl::StatusOr<int32_t> Converter::NumberExpr(const SimpleSchema& s) {
+  NumberConstraints c = s.number;
+  for (const Json* x : s.excluded) {
+    std::optional<Decimal> d = NumberOf(*x);
+    if (d) c.excluded.push_back(*d);
+  }
+  if (c.Unconstrained()) {
+    if (!c.integer) return e_.AnyNumber();
+    return c.integer_zero_fraction ? e_.AnyInteger() : e_.AnyPlainInteger();
+  }
+  const std::string key = c.Key();
+  auto it = number_rules_.find(key);
+  if (it != number_rules_.end()) return e_.Ref(it->second);
+  absl::StatusOr<CharDfa> dfa = NumberDfa(c, opt_.dfa);
+  if (!dfa.ok()) {
+    const char* keyword = !c.multiple_of.empty() ? "multipleOf" : "minimum";
+    if (absl::Status st = Unsupported(s.number_loc, keyword, dfa.status());
+        !st.ok()) {
+      return st;
+    }
+    if (!c.integer) return e_.AnyNumber();
+    return c.integer_zero_fraction ? e_.AnyInteger() : e_.AnyPlainInteger();
+  }
+  const int32_t rule = e_.NewRule("number", e_.DfaPlain(*dfa, "number"));
+  number_rules_.emplace(key, rule);
+  return e_.Ref(rule);
+}
+
+absl::StatusOr<int32_t> Converter::StringExpr(const SimpleSchema& s) {
+  StringC c = s.string;
+  for (const Json* x : s.excluded) {
+    if (x->is_string()) c.excluded.push_back(x->get<std::string>());
+  }
+  if (c.Unconstrained()) return e_.AnyString();
+  if (c.max_len >= 0 && c.min_len > c.max_len) return e_.Nothing();
+  const std::string key = c.Key();
+  auto it = string_rules_.find(key);
+  if (it != string_rules_.end()) return e_.Ref(it->second);
+  int32_t body;
+  if (c.must.empty() && c.must_not.empty() && c.excluded.empty()) {
+    // Lengths alone count code points in any JSON encoding.
+    if (c.min_len > kMaxCountedLength || c.max_len > kMaxCountedLength) {
+      if (absl::Status st = Unsupported(
+              c.length_loc,
+              c.min_len > kMaxCountedLength ? "minLength" : "maxLength",
+              absl::StrCat("lengths above ", kMaxCountedLength,
+                           " are not supported"));
+          !st.ok()) {
+        return st;
+      }
+      return e_.AnyString();
+    }
+    body = e_.Quoted(e_.g().AddRepeat(
+        e_.CountedChar(), static_cast<int32_t>(c.min_len),
+        c.max_len < 0 ? kUnbounded : static_cast<int32_t>(c.max_len)));
+  } else if (c.must.size() == 1 && c.must_not.empty() && c.excluded.empty() &&
+             !c.HasLength()) {
+    // A single pattern or format is written straight from its regex, which
+    // keeps large formats (date-time, ipv6, uri) out of automata.
+    absl::StatusOr<RegexEntry*> entry = GetRegex(c.must[0]);
+    if (!entry.ok()) return entry.status();
+    if ((*entry)->content_rule < 0) {
+      absl::StatusOr<int32_t> content =
+          e_.TranslateRegex((*entry)->ir, (*entry)->expr);
+      if (!content.ok()) return content.status();
+      (*entry)->content_rule = e_.NewRule("string_content", *content);
+    }
+    body = e_.Quoted(e_.Ref((*entry)->content_rule));
+  } else {
+    absl::StatusOr<CharDfa> dfa = StringDfa(c, true);
+    if (!dfa.ok()) {
+      if (IsDeadline(dfa.status())) return dfa.status();
+      const RegexRef* r = !c.must.empty()       ? &c.must[0]
+                          : !c.must_not.empty() ? &c.must_not[0]
+                                                : nullptr;
+      const int32_t loc = r != nullptr ? r->loc : c.length_loc;
+      const char* keyword = r == nullptr ? "maxLength" : r->Keyword();
+      if (absl::Status st = Unsupported(
+              loc, keyword,
+              absl::StrCat("combining the string constraints failed: ",
+                           dfa.status().message()));
+          !st.ok()) {
+        return st;
+      }
+      return e_.AnyString();
+    }
+    body = e_.DfaString(*dfa, "string");
+  }
+  const int32_t rule = e_.NewRule("string", body);
+  string_rules_.emplace(key, rule);
+  return e_.Ref(rule);
+}
+
+}  // namespace grammard::grammar::json_schema_internal
