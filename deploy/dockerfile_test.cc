@@ -312,7 +312,7 @@ TEST_F(DockerfileTest, RuntimePackagesProvideEveryLinkedLibrary) {
   ASSERT_FALSE(allowed.empty()) << "the runtime stage installs no packages";
   allowed.insert(kBaseImagePackages.begin(), kBaseImagePackages.end());
   for (const char* relative :
-       {"service/grammard", "service/grammarctl/grammarctl"}) {
+       {"service/grammard", "tools/grammarctl/grammarctl"}) {
     const std::string binary = testing::RunfilePath(relative);
     ASSERT_FALSE(binary.empty()) << relative << " is not a runfile";
     const auto packages = LibraryPackages(ldd, dpkg, binary);

@@ -4,10 +4,11 @@
 # rebuilt from scratch every time):
 #   asan  AddressSanitizer + LeakSanitizer + UndefinedBehaviorSanitizer
 #         (--config=asan_ubsan) over the unit tests of grammar/, proto/,
-#         service/, client/ and gpu/ and the decode and bad-input
-#         whole-system tests (SANITIZE_ALL=1: the whole suite);
-#   tsan  ThreadSanitizer (--config=tsan) over service/ and client/
-#         (SANITIZE_ALL=1: and the whole-system tests that drive them).
+#         service/, client/, gpu/ and tools/grammarctl/ and the decode and
+#         bad-input whole-system tests (SANITIZE_ALL=1: the whole suite);
+#   tsan  ThreadSanitizer (--config=tsan) over service/, client/ and
+#         tools/grammarctl/ (SANITIZE_ALL=1: and the whole-system tests that
+#         drive them).
 # Tests skip as they do in the main run when data or tools are missing.
 # For each stage it leaves .sanitize/<stage>.targets (one label a line) and
 # .sanitize/<stage>.events (Bazel's build events), which tools/test.sh hands
@@ -22,17 +23,20 @@ stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(asan tsan)
 
 # What CI has time for (SANITIZE_ALL=1: everything below). ASan+UBSan: the
-# unit tests of the engine, the wire format, the daemon and the client, and
-# the whole-system decode and bad-input tests. Left to SANITIZE_ALL: deploy/
-# (packaging checks), the conformance and load suites and the other
-# whole-system tests, which TSan's full run covers.
+# unit tests of the engine, the wire format, the daemon, the client and
+# grammarctl, and the whole-system decode and bad-input tests. Left to
+# SANITIZE_ALL: deploy/ (packaging checks), the conformance and load suites
+# and the other whole-system tests, which TSan's full run covers.
 ASAN_TARGETS='tests(//grammar/... + //proto/... + //service/... + //client/...
-  + //gpu/... + //third_party/... + //tests/support/...)
+  + //gpu/... + //third_party/... + //tests/support/...
+  + //tools/grammarctl/...)
   + //tests/integration:decode_test + //tests/integration:bad_input_test'
-# TSan: the threads live in service/ and client/; absl_mutex_tsan_test checks
+# TSan: the threads live in service/ and client/ (grammarctl_test runs the
+# TSan-built daemon and grammarctl, a client); absl_mutex_tsan_test checks
 # that TSan sees the system Abseil's locking. SANITIZE_ALL adds the
 # whole-system tests, which run the TSan-built daemon and client together.
-TSAN_TARGETS='tests(//service/... + //client/... + //third_party/...)'
+TSAN_TARGETS='tests(//service/... + //client/... + //third_party/...
+  + //tools/grammarctl/...)'
 if [ "${SANITIZE_ALL:-0}" != 0 ]; then
   ASAN_TARGETS='tests(//...)'
   TSAN_TARGETS="$TSAN_TARGETS + tests(//tests/integration/...)"

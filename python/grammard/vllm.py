@@ -147,7 +147,7 @@ def connect_from_env(tokenizer_name: Optional[str] = None,
     if not name:
         raise InvalidArgument(
             "set GRAMMARD_TOKENIZER to the name grammard serves the model's "
-            "tokenizer under (grammarctl tokenizers lists them)")
+            "tokenizer under (a sub-folder of its --tokenizer_dir)")
     return Client(target, name)
 
 

@@ -31,11 +31,11 @@
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "proto/grammard.grpc.pb.h"
-#include "service/grammarctl/decode_stream.h"
 #include "tests/support/daemon.h"
 #include "tests/support/gzip_lines.h"
 #include "tests/support/paths.h"
 #include "tests/support/redis_server.h"
+#include "tools/grammarctl/decode_stream.h"
 
 ABSL_FLAG(int, limit, 20, "Schemas per MaskBench file (0: all).");
 ABSL_FLAG(int, compile_timeout_ms, 30000, "The daemons' compile deadline.");

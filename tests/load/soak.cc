@@ -43,10 +43,10 @@
 #include "absl/strings/str_cat.h"
 #include "proto/grammard.grpc.pb.h"
 #include "proto/mask_rows.h"
-#include "service/grammarctl/decode_stream.h"
-#include "service/grammarctl/masked_sampler.h"
 #include "tests/support/daemon.h"
 #include "tests/support/paths.h"
+#include "tools/grammarctl/decode_stream.h"
+#include "tools/grammarctl/masked_sampler.h"
 
 ABSL_FLAG(int, seconds, 120, "Length of the soak phase.");
 ABSL_FLAG(int, streams, 8, "Concurrent Decode streams (one thread each).");

@@ -57,11 +57,11 @@
 #include "proto/grammard.grpc.pb.h"
 #include "proto/mask_rows.h"
 #include "service/constraint.h"
-#include "service/grammarctl/constraint_spec.h"
-#include "service/grammarctl/decode_stream.h"
 #include "tests/load/prometheus_scrape.h"
 #include "tests/support/daemon.h"
 #include "tests/support/paths.h"
+#include "tools/grammarctl/constraint_spec.h"
+#include "tools/grammarctl/decode_stream.h"
 
 ABSL_FLAG(int, batch, 1, "Sequences per stream, stepped together.");
 ABSL_FLAG(int, streams, 1, "Concurrent Decode streams (one thread each).");

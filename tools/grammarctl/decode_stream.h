@@ -5,8 +5,8 @@
 //
 // Cost: one gRPC bidi call; each call is one write or a few reads.
 // Thread-safety: none; use a stream from one thread at a time.
-#ifndef GRAMMARD_SERVICE_GRAMMARCTL_DECODE_STREAM_H_
-#define GRAMMARD_SERVICE_GRAMMARCTL_DECODE_STREAM_H_
+#ifndef GRAMMARD_TOOLS_GRAMMARCTL_DECODE_STREAM_H_
+#define GRAMMARD_TOOLS_GRAMMARCTL_DECODE_STREAM_H_
 
 #include <chrono>
 #include <cstdint>
@@ -71,4 +71,4 @@ class DecodeStream {
 
 }  // namespace grammard::grammarctl
 
-#endif  // GRAMMARD_SERVICE_GRAMMARCTL_DECODE_STREAM_H_
+#endif  // GRAMMARD_TOOLS_GRAMMARCTL_DECODE_STREAM_H_

@@ -19,10 +19,10 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/grammard.grpc.pb.h"
-#include "service/grammarctl/constraint_spec.h"
-#include "service/grammarctl/decode_stream.h"
-#include "service/grammarctl/generator.h"
-#include "service/grammarctl/token_text.h"
+#include "tools/grammarctl/constraint_spec.h"
+#include "tools/grammarctl/decode_stream.h"
+#include "tools/grammarctl/generator.h"
+#include "tools/grammarctl/token_text.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "grammard's gRPC address.");
 ABSL_FLAG(std::string, tokenizer, "llama3",

@@ -1,12 +1,12 @@
-#include "service/grammarctl/generator.h"
+#include "tools/grammarctl/generator.h"
 
 #include <algorithm>
 #include <random>
 
 #include "absl/strings/str_cat.h"
 #include "proto/mask_rows.h"
-#include "service/grammarctl/decode_stream.h"
-#include "service/grammarctl/masked_sampler.h"
+#include "tools/grammarctl/decode_stream.h"
+#include "tools/grammarctl/masked_sampler.h"
 
 namespace grammard::grammarctl {
 

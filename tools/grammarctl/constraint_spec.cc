@@ -1,4 +1,4 @@
-#include "service/grammarctl/constraint_spec.h"
+#include "tools/grammarctl/constraint_spec.h"
 
 #include <cstdlib>
 #include <fstream>

@@ -1,4 +1,4 @@
-#include "service/grammarctl/decode_stream.h"
+#include "tools/grammarctl/decode_stream.h"
 
 #include "absl/strings/str_cat.h"
 

@@ -11,8 +11,8 @@
 // Cost: Load parses the whole tokenizer.json (a few hundred ms for a 128K
 // vocabulary) and keeps one string per token. Thread-safety: immutable after
 // Load; concurrent Bytes calls are safe.
-#ifndef GRAMMARD_SERVICE_GRAMMARCTL_TOKEN_TEXT_H_
-#define GRAMMARD_SERVICE_GRAMMARCTL_TOKEN_TEXT_H_
+#ifndef GRAMMARD_TOOLS_GRAMMARCTL_TOKEN_TEXT_H_
+#define GRAMMARD_TOOLS_GRAMMARCTL_TOKEN_TEXT_H_
 
 #include <cstdint>
 #include <string>
@@ -41,4 +41,4 @@ class TokenText {
 
 }  // namespace grammard::grammarctl
 
-#endif  // GRAMMARD_SERVICE_GRAMMARCTL_TOKEN_TEXT_H_
+#endif  // GRAMMARD_TOOLS_GRAMMARCTL_TOKEN_TEXT_H_

@@ -1,4 +1,4 @@
-#include "service/grammarctl/token_text.h"
+#include "tools/grammarctl/token_text.h"
 
 #include <array>
 #include <fstream>

@@ -3,8 +3,8 @@
 //
 // Cost: reads at most one file. Thread-safety: pure functions (they read
 // the environment and files only).
-#ifndef GRAMMARD_SERVICE_GRAMMARCTL_CONSTRAINT_SPEC_H_
-#define GRAMMARD_SERVICE_GRAMMARCTL_CONSTRAINT_SPEC_H_
+#ifndef GRAMMARD_TOOLS_GRAMMARCTL_CONSTRAINT_SPEC_H_
+#define GRAMMARD_TOOLS_GRAMMARCTL_CONSTRAINT_SPEC_H_
 
 #include <string>
 
@@ -38,4 +38,4 @@ absl::StatusOr<std::string> ReadUserFile(const std::string& path);
 
 }  // namespace grammard::grammarctl
 
-#endif  // GRAMMARD_SERVICE_GRAMMARCTL_CONSTRAINT_SPEC_H_
+#endif  // GRAMMARD_TOOLS_GRAMMARCTL_CONSTRAINT_SPEC_H_

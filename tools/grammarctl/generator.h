@@ -8,8 +8,8 @@
 //
 // Cost: one Decode stream; per step and sequence one mask decode and one
 // random draw per allowed token. Thread-safety: Generate is reentrant.
-#ifndef GRAMMARD_SERVICE_GRAMMARCTL_GENERATOR_H_
-#define GRAMMARD_SERVICE_GRAMMARCTL_GENERATOR_H_
+#ifndef GRAMMARD_TOOLS_GRAMMARCTL_GENERATOR_H_
+#define GRAMMARD_TOOLS_GRAMMARCTL_GENERATOR_H_
 
 #include <chrono>
 #include <cstdint>
@@ -44,4 +44,4 @@ absl::StatusOr<std::vector<Generation>> Generate(
 
 }  // namespace grammard::grammarctl
 
-#endif  // GRAMMARD_SERVICE_GRAMMARCTL_GENERATOR_H_
+#endif  // GRAMMARD_TOOLS_GRAMMARCTL_GENERATOR_H_

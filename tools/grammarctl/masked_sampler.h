@@ -5,8 +5,8 @@
 // Cost: linear in the vocabulary (one random draw per allowed token for
 // SampleRandomLogits, a popcount pass for UniformAllowed). Thread-safety:
 // pure functions; the generator is the caller's.
-#ifndef GRAMMARD_SERVICE_GRAMMARCTL_MASKED_SAMPLER_H_
-#define GRAMMARD_SERVICE_GRAMMARCTL_MASKED_SAMPLER_H_
+#ifndef GRAMMARD_TOOLS_GRAMMARCTL_MASKED_SAMPLER_H_
+#define GRAMMARD_TOOLS_GRAMMARCTL_MASKED_SAMPLER_H_
 
 #include <cstdint>
 #include <random>
@@ -31,4 +31,4 @@ int32_t UniformAllowed(const std::vector<uint32_t>& words, std::mt19937* rng);
 
 }  // namespace grammard::grammarctl
 
-#endif  // GRAMMARD_SERVICE_GRAMMARCTL_MASKED_SAMPLER_H_
+#endif  // GRAMMARD_TOOLS_GRAMMARCTL_MASKED_SAMPLER_H_

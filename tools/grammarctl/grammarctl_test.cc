@@ -58,7 +58,7 @@ class GrammarctlTest : public ::testing::Test {
   // single quotes for the shell); stdout is captured, stderr goes to the log.
   static CommandRun Grammarctl(const std::vector<std::string>& flags) {
     std::string command =
-        grammard::testing::RunfilePath("service/grammarctl/grammarctl") +
+        grammard::testing::RunfilePath("tools/grammarctl/grammarctl") +
         " --target=" + daemon_->target() + " --tokenizer=llama3";
     for (const std::string& flag : flags) command += " '" + flag + "'";
     CommandRun run;
@@ -91,7 +91,7 @@ std::vector<std::string> Lines(const std::string& text) {
 // printed "No flags matched" when the flags lived in main.cc).
 TEST(GrammarctlHelpTest, HelpPrintsUsageAndTheConstraintFlags) {
   const std::string command =
-      grammard::testing::RunfilePath("service/grammarctl/grammarctl") +
+      grammard::testing::RunfilePath("tools/grammarctl/grammarctl") +
       " --help 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   ASSERT_NE(pipe, nullptr);

@@ -1,4 +1,4 @@
-#include "service/grammarctl/masked_sampler.h"
+#include "tools/grammarctl/masked_sampler.h"
 
 #include <set>
 
