@@ -31,11 +31,11 @@
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "proto/grammard.grpc.pb.h"
+#include "tests/load/decode_stream.h"
 #include "tests/support/daemon.h"
 #include "tests/support/gzip_lines.h"
 #include "tests/support/paths.h"
 #include "tests/support/redis_server.h"
-#include "tools/grammarctl/decode_stream.h"
 
 ABSL_FLAG(int, limit, 20, "Schemas per MaskBench file (0: all).");
 ABSL_FLAG(int, compile_timeout_ms, 30000, "The daemons' compile deadline.");
@@ -88,12 +88,12 @@ std::vector<v1::Constraint> Constraints(const std::string& shared) {
 class Replica {
  public:
   explicit Replica(const std::string& target)
-      : stub_(v1::Grammard::NewStub(grammard::grammarctl::Connect(target))) {}
+      : stub_(v1::Grammard::NewStub(grammard::load::Connect(target))) {}
 
   // Milliseconds from open to the first mask row; negative if the
   // constraint failed.
   double TimeToFirstMask(const v1::Constraint& constraint) {
-    grammard::grammarctl::DecodeStream stream(
+    grammard::load::DecodeStream stream(
         stub_.get(),
         std::chrono::system_clock::now() + std::chrono::minutes(5));
     const Clock::time_point start = Clock::now();

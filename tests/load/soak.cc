@@ -43,9 +43,9 @@
 #include "absl/strings/str_cat.h"
 #include "proto/grammard.grpc.pb.h"
 #include "proto/mask_rows.h"
+#include "tests/load/decode_stream.h"
 #include "tests/support/daemon.h"
 #include "tests/support/paths.h"
-#include "tools/grammarctl/decode_stream.h"
 #include "tools/grammarctl/masked_sampler.h"
 
 ABSL_FLAG(int, seconds, 120, "Length of the soak phase.");
@@ -139,8 +139,8 @@ void RunStream(const std::string& target, const v1::Tokenizer& tokenizer,
                std::vector<TimedStep>* steps_out) {
   std::mt19937 rng(seed);
   auto stub = v1::Grammard::NewStub(
-      grammard::grammarctl::Connect(target, /*private_connection=*/true));
-  grammard::grammarctl::DecodeStream stream(
+      grammard::load::Connect(target, /*private_connection=*/true));
+  grammard::load::DecodeStream stream(
       stub.get(), std::chrono::system_clock::now() + std::chrono::hours(2));
   struct Slot {
     uint64_t id = 0;
@@ -245,7 +245,7 @@ void RunStream(const std::string& target, const v1::Tokenizer& tokenizer,
 }
 
 absl::StatusOr<v1::Tokenizer> FindTokenizer(const std::string& target) {
-  auto stub = v1::Grammard::NewStub(grammard::grammarctl::Connect(target));
+  auto stub = v1::Grammard::NewStub(grammard::load::Connect(target));
   v1::ListTokenizersResponse list;
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
@@ -330,7 +330,7 @@ int Overload() {
   if (!tokenizer.ok()) return Fail(tokenizer.status().ToString());
   // The stepping stream's schemas are compiled first: only the burst queues.
   auto stub =
-      v1::Grammard::NewStub(grammard::grammarctl::Connect((*daemon)->target()));
+      v1::Grammard::NewStub(grammard::load::Connect((*daemon)->target()));
   for (const char* schema : kCachedSchemas) {
     v1::CompileRequest request;
     request.set_tokenizer(tokenizer->name());

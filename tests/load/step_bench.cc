@@ -57,11 +57,11 @@
 #include "proto/grammard.grpc.pb.h"
 #include "proto/mask_rows.h"
 #include "service/constraint.h"
+#include "tests/load/decode_stream.h"
 #include "tests/load/prometheus_scrape.h"
 #include "tests/support/daemon.h"
 #include "tests/support/paths.h"
 #include "tools/grammarctl/constraint_spec.h"
-#include "tools/grammarctl/decode_stream.h"
 
 ABSL_FLAG(int, batch, 1, "Sequences per stream, stepped together.");
 ABSL_FLAG(int, streams, 1, "Concurrent Decode streams (one thread each).");
@@ -89,7 +89,7 @@ ABSL_FLAG(bool, keep_previous_rows, true,
 namespace {
 
 namespace v1 = grammard::v1;
-using grammard::grammarctl::DecodeStream;
+using grammard::load::DecodeStream;
 using Clock = std::chrono::steady_clock;
 
 constexpr char kFillHistogram[] = "grammard_mask_fill_duration_seconds";
@@ -189,7 +189,7 @@ class StreamRunner {
       : setup_(setup),
         rng_(absl::GetFlag(FLAGS_seed) + static_cast<uint32_t>(index)),
         gate_(gate),
-        stub_(v1::Grammard::NewStub(grammard::grammarctl::Connect(
+        stub_(v1::Grammard::NewStub(grammard::load::Connect(
             setup.target, /*private_connection=*/true))),
         stream_(stub_.get(),
                 std::chrono::system_clock::now() + std::chrono::hours(1)) {}
@@ -561,8 +561,7 @@ int Run() {
     metrics_port = daemon->metrics_port();
   }
   {
-    auto stub =
-        v1::Grammard::NewStub(grammard::grammarctl::Connect(setup.target));
+    auto stub = v1::Grammard::NewStub(grammard::load::Connect(setup.target));
     if (absl::Status s = Prepare(stub.get(), *schema, &setup); !s.ok()) {
       return Fail(s.ToString());
     }

@@ -1,5 +1,7 @@
 // grammarctl: a command-line client of grammard, for trying grammars by hand
-// and for smoke tests. A pure gRPC client: it links no engine code.
+// and for smoke tests. `generate` decodes through client::Client, so it sees
+// what an inference node sees; `compile` calls the Compile RPC itself, to
+// print the reply's fields the client library does not return.
 //
 //   grammarctl compile  --target=HOST:PORT --tokenizer=llama3 <constraint>
 //   grammarctl generate --target=HOST:PORT --tokenizer=llama3 <constraint>
@@ -9,7 +11,10 @@
 // --json_object, --structural_tag (see README.md). Exit status 0 on success,
 // 1 on an RPC, compile or step error (the message goes to stderr), 2 on bad
 // usage.
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,10 +22,10 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "client/client.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/grammard.grpc.pb.h"
 #include "tools/grammarctl/constraint_spec.h"
-#include "tools/grammarctl/decode_stream.h"
 #include "tools/grammarctl/generator.h"
 #include "tools/grammarctl/token_text.h"
 
@@ -90,7 +95,11 @@ absl::StatusOr<v1::Constraint> ConstraintFromFlags() {
   return BuildConstraint(spec);
 }
 
-int RunCompile(v1::Grammard::Stub* stub, const v1::Constraint& constraint) {
+// client::Client::Compile returns the state and grammar id only; the compile
+// time, cache hit, size and dropped keywords printed here are the reply's.
+int RunCompile(const v1::Constraint& constraint) {
+  auto stub = v1::Grammard::NewStub(grpc::CreateChannel(
+      absl::GetFlag(FLAGS_target), grpc::InsecureChannelCredentials()));
   v1::CompileRequest request;
   request.set_tokenizer(absl::GetFlag(FLAGS_tokenizer));
   *request.mutable_constraint() = constraint;
@@ -125,42 +134,44 @@ int RunCompile(v1::Grammard::Stub* stub, const v1::Constraint& constraint) {
   }
 }
 
-int RunGenerate(v1::Grammard::Stub* stub, const v1::Constraint& constraint) {
-  grammard::grammarctl::GenerateOptions options;
-  {
-    v1::ListTokenizersResponse list;
-    grpc::ClientContext context;
-    context.set_deadline(Deadline());
-    const grpc::Status status =
-        stub->ListTokenizers(&context, v1::ListTokenizersRequest(), &list);
-    if (!status.ok()) return FailGrpc("ListTokenizers", status);
-    const std::string wanted = absl::GetFlag(FLAGS_tokenizer);
-    bool found = false;
-    for (const v1::Tokenizer& t : list.tokenizers()) {
-      if (t.name() == wanted || t.fingerprint() == wanted) {
-        options.tokenizer = t;
-        found = true;
-      }
+int RunGenerate(const v1::Constraint& constraint) {
+  const std::chrono::seconds timeout(absl::GetFlag(FLAGS_timeout_s));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  grammard::client::ClientOptions client_options;
+  client_options.target = absl::GetFlag(FLAGS_target);
+  client_options.tokenizer = absl::GetFlag(FLAGS_tokenizer);
+  client_options.connect_timeout = std::min<std::chrono::milliseconds>(
+      client_options.connect_timeout, timeout);
+  client_options.step_timeout = timeout;
+  client_options.outage_timeout = timeout;
+  auto client = grammard::client::Client::Connect(client_options);
+  if (!client.ok()) return FailStatus(client.status());
+  // The tokenizer's name on the server (--tokenizer may be its fingerprint)
+  // names its folder under --tokenizer_dir.
+  auto tokenizers = (*client)->ListTokenizers(timeout);
+  if (!tokenizers.ok()) return FailStatus(tokenizers.status());
+  const std::string wanted = absl::GetFlag(FLAGS_tokenizer);
+  std::string name;
+  for (const grammard::client::TokenizerInfo& t : *tokenizers) {
+    if (t.fingerprint == (*client)->tokenizer_fingerprint() &&
+        (name.empty() || t.name == wanted)) {
+      name = t.name;
     }
-    if (!found) return Fail("the server has no tokenizer " + wanted);
   }
   const std::string json_path =
       grammard::grammarctl::UserPath(absl::GetFlag(FLAGS_tokenizer_dir)) + "/" +
-      options.tokenizer.name() + "/tokenizer.json";
+      name + "/tokenizer.json";
   absl::StatusOr<TokenText> text = TokenText::Load(json_path);
   if (!text.ok()) return FailStatus(text.status());
 
+  grammard::grammarctl::GenerateOptions options;
   options.constraint = constraint;
   options.sequences = absl::GetFlag(FLAGS_sequences);
   options.max_tokens = absl::GetFlag(FLAGS_max_tokens);
   options.seed = absl::GetFlag(FLAGS_seed);
   options.eos_probability = absl::GetFlag(FLAGS_eos_probability);
-  options.deadline = Deadline();
-  if (options.sequences < 1 || options.max_tokens < 1) {
-    std::fprintf(stderr, "grammarctl: --sequences and --max_tokens >= 1\n");
-    return 2;
-  }
-  auto generations = grammard::grammarctl::Generate(stub, options);
+  options.deadline = deadline;
+  auto generations = grammard::grammarctl::Generate(client->get(), options);
   if (!generations.ok()) return FailStatus(generations.status());
   for (const auto& g : *generations) {
     std::string out;
@@ -204,8 +215,11 @@ int main(int argc, char** argv) {
                  std::string(constraint.status().message()).c_str());
     return 2;
   }
-  auto stub = v1::Grammard::NewStub(
-      grammard::grammarctl::Connect(absl::GetFlag(FLAGS_target)));
-  return command == "compile" ? RunCompile(stub.get(), *constraint)
-                              : RunGenerate(stub.get(), *constraint);
+  if (command == "compile") return RunCompile(*constraint);
+  if (absl::GetFlag(FLAGS_sequences) < 1 ||
+      absl::GetFlag(FLAGS_max_tokens) < 1) {
+    std::fprintf(stderr, "grammarctl: --sequences and --max_tokens >= 1\n");
+    return 2;
+  }
+  return RunGenerate(*constraint);
 }

@@ -31,6 +31,24 @@ struct CommandRun {
   std::string out;
 };
 
+// Runs a shell command; stdout is captured.
+CommandRun RunCommand(const std::string& command) {
+  CommandRun run;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return run;
+  char buffer[4096];
+  for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;) {
+    run.out.append(buffer, n);
+  }
+  const int status = pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run;
+}
+
+std::string Binary() {
+  return grammard::testing::RunfilePath("tools/grammarctl/grammarctl");
+}
+
 class GrammarctlTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -58,19 +76,9 @@ class GrammarctlTest : public ::testing::Test {
   // single quotes for the shell); stdout is captured, stderr goes to the log.
   static CommandRun Grammarctl(const std::vector<std::string>& flags) {
     std::string command =
-        grammard::testing::RunfilePath("tools/grammarctl/grammarctl") +
-        " --target=" + daemon_->target() + " --tokenizer=llama3";
+        Binary() + " --target=" + daemon_->target() + " --tokenizer=llama3";
     for (const std::string& flag : flags) command += " '" + flag + "'";
-    CommandRun run;
-    FILE* pipe = popen(command.c_str(), "r");
-    if (pipe == nullptr) return run;
-    char buffer[4096];
-    for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;) {
-      run.out.append(buffer, n);
-    }
-    const int status = pclose(pipe);
-    run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return run;
+    return RunCommand(command);
   }
 
   static std::string tokenizer_;
@@ -90,17 +98,7 @@ std::vector<std::string> Lines(const std::string& text) {
 // Needs no daemon: --help prints the usage and the constraint flags (absl
 // printed "No flags matched" when the flags lived in main.cc).
 TEST(GrammarctlHelpTest, HelpPrintsUsageAndTheConstraintFlags) {
-  const std::string command =
-      grammard::testing::RunfilePath("tools/grammarctl/grammarctl") +
-      " --help 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string out;
-  char buffer[4096];
-  for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;) {
-    out.append(buffer, n);
-  }
-  pclose(pipe);
+  const std::string out = RunCommand(Binary() + " --help 2>&1").out;
   EXPECT_NE(out.find("grammarctl compile  --target=HOST:PORT"),
             std::string::npos)
       << out;
@@ -111,6 +109,14 @@ TEST(GrammarctlHelpTest, HelpPrintsUsageAndTheConstraintFlags) {
         << out;
   }
   EXPECT_EQ(out.find("No flags matched"), std::string::npos) << out;
+}
+
+// Needs no daemon: generate gives up connecting within --timeout_s.
+TEST(GrammarctlNoDaemonTest, UnreachableDaemonExits1) {
+  const CommandRun run = RunCommand(Binary() +
+                                    " generate --target=127.0.0.1:1 --regex=a"
+                                    " --timeout_s=1");
+  EXPECT_EQ(run.exit_code, 1) << run.out;
 }
 
 TEST_F(GrammarctlTest, CompilesASchemaFile) {
@@ -129,6 +135,23 @@ TEST_F(GrammarctlTest, CompilesASchemaFile) {
 TEST_F(GrammarctlTest, ReportsACompileError) {
   const CommandRun run = Grammarctl({"compile", "--regex=(unclosed"});
   EXPECT_EQ(run.exit_code, 1) << run.out;
+}
+
+TEST_F(GrammarctlTest, BadUsageExits2) {
+  EXPECT_EQ(Grammarctl({"generate"}).exit_code, 2);  // no constraint
+  EXPECT_EQ(Grammarctl({"generate", "--regex=a", "--json_object"}).exit_code,
+            2);
+  EXPECT_EQ(Grammarctl({"generate", "--regex=a", "--sequences=0"}).exit_code,
+            2);
+  EXPECT_EQ(Grammarctl({"decode", "--regex=a"}).exit_code, 2);
+}
+
+TEST_F(GrammarctlTest, UnknownTokenizerExits1) {
+  // The later --tokenizer overrides the helper's.
+  const CommandRun run =
+      Grammarctl({"generate", "--regex=a", "--tokenizer=no_such_tokenizer"});
+  EXPECT_EQ(run.exit_code, 1) << run.out;
+  EXPECT_EQ(run.out, "");
 }
 
 TEST_F(GrammarctlTest, GeneratesJsonThatFitsTheSchema) {

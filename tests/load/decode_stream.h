@@ -3,10 +3,16 @@
 // time (send a Step, block until its StepResult). Statuses that arrive while
 // a step waits are kept for Status/WaitStatus, so no reader thread is needed.
 //
+// For the load benchmarks, which time the daemon rather than a client: they
+// read each StepResult as it came off the wire (rows still encoded, repeats
+// as references) and drive many streams from threads of their own.
+// client::Client, what an inference node links, decodes every row, keeps
+// tokens for replay and runs a reader thread per stream; grammarctl uses it.
+//
 // Cost: one gRPC bidi call; each call is one write or a few reads.
 // Thread-safety: none; use a stream from one thread at a time.
-#ifndef GRAMMARD_TOOLS_GRAMMARCTL_DECODE_STREAM_H_
-#define GRAMMARD_TOOLS_GRAMMARCTL_DECODE_STREAM_H_
+#ifndef GRAMMARD_TESTS_LOAD_DECODE_STREAM_H_
+#define GRAMMARD_TESTS_LOAD_DECODE_STREAM_H_
 
 #include <chrono>
 #include <cstdint>
@@ -20,7 +26,7 @@
 #include "grpcpp/grpcpp.h"
 #include "proto/grammard.grpc.pb.h"
 
-namespace grammard::grammarctl {
+namespace grammard::load {
 
 // A channel to `target` fit for Decode streams: step results of many
 // sequences exceed gRPC's default 4 MB message limit. `private_connection`
@@ -69,6 +75,6 @@ class DecodeStream {
   std::optional<grpc::Status> final_;  // set once the call is finished
 };
 
-}  // namespace grammard::grammarctl
+}  // namespace grammard::load
 
-#endif  // GRAMMARD_TOOLS_GRAMMARCTL_DECODE_STREAM_H_
+#endif  // GRAMMARD_TESTS_LOAD_DECODE_STREAM_H_

@@ -1,8 +1,8 @@
-#include "tools/grammarctl/decode_stream.h"
+#include "tests/load/decode_stream.h"
 
 #include "absl/strings/str_cat.h"
 
-namespace grammard::grammarctl {
+namespace grammard::load {
 
 namespace v1 = grammard::v1;
 
@@ -106,4 +106,4 @@ absl::Status DecodeStream::Broken(const char* what) {
                    status.error_message()));
 }
 
-}  // namespace grammard::grammarctl
+}  // namespace grammard::load
