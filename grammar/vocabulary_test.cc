@@ -265,6 +265,30 @@ TEST(VocabularyTest, SentencePieceByteFallbackAndSpaceMark) {
   EXPECT_EQ((*v)->kind(0), TokenKind::kSpecial);
 }
 
+// A byte-level token may spell one byte of a multi-byte character ("Ã©" is
+// the two bytes of "é"), and a SentencePiece token may hold its space mark
+// inside ("a▁b").
+TEST(VocabularyTest, PartialCharactersAndInnerSpaceMarks) {
+  constexpr char kByteLevel[] = R"({
+    "model": {"type": "BPE", "vocab": {"\u00c3\u00a9": 0, "{\"": 1}},
+    "decoder": {"type": "ByteLevel"}
+  })";
+  constexpr char kSentencePiece[] = R"({
+    "model": {"type": "BPE", "vocab": {"a\u2581b": 0, "<0x0A>": 1}},
+    "decoder": {"type": "Sequence", "decoders": [
+      {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+      {"type": "ByteFallback"}, {"type": "Fuse"}]}
+  })";
+  auto byte_level = Vocabulary::FromJson(kByteLevel, "", {});
+  ASSERT_TRUE(byte_level.ok()) << byte_level.status();
+  EXPECT_EQ((*byte_level)->bytes(0), "\xC3\xA9");
+  EXPECT_EQ((*byte_level)->bytes(1), "{\"");
+  auto sentence_piece = Vocabulary::FromJson(kSentencePiece, "", {});
+  ASSERT_TRUE(sentence_piece.ok()) << sentence_piece.status();
+  EXPECT_EQ((*sentence_piece)->bytes(0), "a b");
+  EXPECT_EQ((*sentence_piece)->bytes(1), "\n");
+}
+
 TEST(VocabularyTest, MetaspaceDecoderIsSentencePiece) {
   nlohmann::json j = nlohmann::json::parse(R"({
     "model": {"type": "Unigram", "vocab": [["<unk>", 0.0], ["\u2581x", -1.5]]},

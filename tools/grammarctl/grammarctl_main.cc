@@ -1,7 +1,9 @@
 // grammarctl: a command-line client of grammard, for trying grammars by hand
 // and for smoke tests. `generate` decodes through client::Client, so it sees
-// what an inference node sees; `compile` calls the Compile RPC itself, to
-// print the reply's fields the client library does not return.
+// what an inference node sees, and prints token text with the engine's
+// grammar::Vocabulary (grammard has no detokenize RPC); `compile` calls the
+// Compile RPC itself, to print the reply's fields the client library does
+// not return.
 //
 //   grammarctl compile  --target=HOST:PORT --tokenizer=llama3 <constraint>
 //   grammarctl generate --target=HOST:PORT --tokenizer=llama3 <constraint>
@@ -23,11 +25,11 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "client/client.h"
+#include "grammar/vocabulary.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/grammard.grpc.pb.h"
 #include "tools/grammarctl/constraint_spec.h"
 #include "tools/grammarctl/generator.h"
-#include "tools/grammarctl/token_text.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "grammard's gRPC address.");
 ABSL_FLAG(std::string, tokenizer, "llama3",
@@ -60,7 +62,6 @@ namespace {
 namespace v1 = grammard::v1;
 using grammard::grammarctl::BuildConstraint;
 using grammard::grammarctl::ConstraintSpec;
-using grammard::grammarctl::TokenText;
 
 std::chrono::system_clock::time_point Deadline() {
   return std::chrono::system_clock::now() +
@@ -158,11 +159,21 @@ int RunGenerate(const v1::Constraint& constraint) {
       name = t.name;
     }
   }
-  const std::string json_path =
+  grammard::grammar::VocabularyOptions vocab_options;
+  vocab_options.name = name;
+  const std::string dir =
       grammard::grammarctl::UserPath(absl::GetFlag(FLAGS_tokenizer_dir)) + "/" +
-      name + "/tokenizer.json";
-  absl::StatusOr<TokenText> text = TokenText::Load(json_path);
-  if (!text.ok()) return FailStatus(text.status());
+      name;
+  auto vocab = grammard::grammar::Vocabulary::FromDirectory(dir, vocab_options);
+  if (!vocab.ok()) return FailStatus(vocab.status());
+  // The daemon loads its tokenizer folders the same way, so the same files
+  // give the same fingerprint; other files would print other text.
+  if ((*vocab)->fingerprint() != (*client)->tokenizer_fingerprint()) {
+    std::fprintf(stderr,
+                 "grammarctl: warning: %s is not the tokenizer the server "
+                 "serves as %s (another fingerprint); the text may be wrong\n",
+                 dir.c_str(), name.c_str());
+  }
 
   grammard::grammarctl::GenerateOptions options;
   options.constraint = constraint;
@@ -175,7 +186,10 @@ int RunGenerate(const v1::Constraint& constraint) {
   if (!generations.ok()) return FailStatus(generations.status());
   for (const auto& g : *generations) {
     std::string out;
-    for (int32_t id : g.tokens) out += text->Bytes(id);
+    for (int32_t id : g.tokens) {
+      // An id past a smaller local tokenizer (warned about) prints nothing.
+      if (id < (*vocab)->size()) out += (*vocab)->bytes(id);
+    }
     std::fwrite(out.data(), 1, out.size(), stdout);
     std::printf("\nsequence=%llu tokens=%zu terminated=%s elapsed_ms=%.3f\n",
                 static_cast<unsigned long long>(g.sequence_id), g.tokens.size(),

@@ -5,7 +5,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -29,6 +31,7 @@ constexpr char kSchema[] =
 struct CommandRun {
   int exit_code = -1;
   std::string out;
+  std::string err;  // when the command sent it to a file
 };
 
 // Runs a shell command; stdout is captured.
@@ -73,12 +76,20 @@ class GrammarctlTest : public ::testing::Test {
   }
 
   // Runs grammarctl against the daemon with the given flags (each wrapped in
-  // single quotes for the shell); stdout is captured, stderr goes to the log.
+  // single quotes for the shell); stdout and stderr are captured, stderr
+  // also copied to the log.
   static CommandRun Grammarctl(const std::vector<std::string>& flags) {
+    const std::string err_path =
+        std::string(std::getenv("TEST_TMPDIR")) + "/stderr";
     std::string command =
         Binary() + " --target=" + daemon_->target() + " --tokenizer=llama3";
     for (const std::string& flag : flags) command += " '" + flag + "'";
-    return RunCommand(command);
+    CommandRun run = RunCommand(command + " 2>" + err_path);
+    std::stringstream err;
+    err << std::ifstream(err_path).rdbuf();
+    run.err = err.str();
+    std::cerr << run.err;
+    return run;
   }
 
   static std::string tokenizer_;
@@ -154,12 +165,29 @@ TEST_F(GrammarctlTest, UnknownTokenizerExits1) {
   EXPECT_EQ(run.out, "");
 }
 
+TEST_F(GrammarctlTest, WarnsWhenTheLocalTokenizerIsNotTheServedOne) {
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/other";
+  std::filesystem::create_directories(dir + "/llama3");
+  std::ofstream(dir + "/llama3/tokenizer.json")
+      << R"({"model": {"type": "BPE", "vocab": {"a": 0}},)"
+      << R"( "decoder": {"type": "ByteLevel"}})";
+  const CommandRun run =
+      Grammarctl({"generate", "--choices=yes,no", "--tokenizer_dir=" + dir});
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_NE(run.err.find("is not the tokenizer the server serves as llama3"),
+            std::string::npos)
+      << run.err;
+}
+
 TEST_F(GrammarctlTest, GeneratesJsonThatFitsTheSchema) {
   const CommandRun run =
       Grammarctl({"generate", std::string("--json_schema=") + kSchema,
                   "--whitespace=compact", "--sequences=2", "--seed=3",
                   "--max_tokens=256", "--tokenizer_dir=" + tokenizer_ + "/.."});
   ASSERT_EQ(run.exit_code, 0) << run.out;
+  // The local tokenizer.json is the one the daemon serves: the text printed
+  // is made of the bytes the masks were computed over.
+  EXPECT_EQ(run.err, "");
   // Per sequence: its text on one line (compact JSON), then its summary.
   const std::vector<std::string> lines = Lines(run.out);
   ASSERT_EQ(lines.size(), 4u) << run.out;
