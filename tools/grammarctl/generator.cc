@@ -4,6 +4,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "grammar/base/status_macros.h"
 #include "tools/grammarctl/masked_sampler.h"
 
 namespace grammard::grammarctl {
@@ -61,13 +62,11 @@ absl::StatusOr<std::vector<Generation>> Generate(
     active[i].generation.sequence_id = i + 1;
     active[i].rng.seed(options.seed + static_cast<uint32_t>(i));
     ids.push_back(i + 1);
-    if (absl::Status s = client->Open(i + 1, options.constraint); !s.ok()) {
-      return s;
-    }
+    GRAMMARD_RETURN_IF_ERROR(client->Open(i + 1, options.constraint));
   }
   auto timeout = Remaining(options.deadline);
   if (!timeout.ok()) return timeout.status();
-  if (absl::Status s = client->WaitReady(ids, *timeout); !s.ok()) return s;
+  GRAMMARD_RETURN_IF_ERROR(client->WaitReady(ids, *timeout));
   for (uint64_t id : ids) {
     auto state = client->State(id);
     if (!state.ok()) return state.status();
@@ -89,15 +88,12 @@ absl::StatusOr<std::vector<Generation>> Generate(
       stepped.push_back(&a);
     }
     if (stepped.empty()) break;
-    if (absl::Status s = client->SubmitStep(batch); !s.ok()) return s;
+    GRAMMARD_RETURN_IF_ERROR(client->SubmitStep(batch));
     timeout = Remaining(options.deadline);
     if (!timeout.ok()) return timeout.status();
     const client::MaskBuffer buffer{masks.data(), words,
                                     static_cast<int64_t>(stepped.size())};
-    if (absl::Status s = client->WaitMasks(buffer, &results, *timeout);
-        !s.ok()) {
-      return s;
-    }
+    GRAMMARD_RETURN_IF_ERROR(client->WaitMasks(buffer, &results, *timeout));
     for (size_t i = 0; i < stepped.size(); ++i) {
       Active& a = *stepped[i];
       const client::SequenceMasks& r = results[i];
@@ -128,7 +124,7 @@ absl::StatusOr<std::vector<Generation>> Generate(
     }
   }
   for (uint64_t id : ids) {
-    if (absl::Status s = client->Close(id); !s.ok()) return s;
+    GRAMMARD_RETURN_IF_ERROR(client->Close(id));
   }
   std::vector<Generation> out;
   for (Active& a : active) out.push_back(std::move(a.generation));

@@ -1,5 +1,6 @@
 #include <functional>
 
+#include "grammar/base/status_macros.h"
 #include "grammar/frontends/json_schema/internal/converter_impl.h"
 
 namespace grammard::grammar::json_schema_internal {
@@ -149,7 +150,7 @@ absl::StatusOr<int32_t> Converter::OwnFragment(int32_t loc) {
   if (it != own_fragment_.end()) return it->second;
   SimpleSchema s;
   bool any = false;
-  if (absl::Status st = ParseOwn(loc, &s, &any); !st.ok()) return st;
+  GRAMMARD_RETURN_IF_ERROR(ParseOwn(loc, &s, &any));
   int32_t id = any ? AddFragment(std::move(s)) : -1;
   own_fragment_[loc] = id;
   return id;
@@ -240,10 +241,8 @@ absl::StatusOr<int32_t> Converter::RefTarget(int32_t loc) {
 absl::StatusOr<int32_t> Converter::DynamicRefTarget(int32_t loc) {
   const Json& ref = doc_.node(loc)["$dynamicRef"];
   if (!ref.is_string()) {
-    if (absl::Status s = Unsupported(loc, "$dynamicRef", "must be a string");
-        !s.ok()) {
-      return s;
-    }
+    GRAMMARD_RETURN_IF_ERROR(
+        Unsupported(loc, "$dynamicRef", "must be a string"));
     return -1;
   }
   const std::string& text = ref.get_ref<const std::string&>();
@@ -265,14 +264,10 @@ absl::StatusOr<int32_t> Converter::DynamicRefTarget(int32_t loc) {
   if (!name.empty() && name[0] != '/' && node.is_object() &&
       anchor != node.end() && *anchor == name &&
       doc_.DynamicAnchorCount(name) > 1) {
-    if (absl::Status s = Unsupported(
-            loc, "$dynamicRef",
-            absl::StrCat(
-                "several $dynamicAnchor \"", name,
-                "\" exist, so the target depends on the dynamic scope"));
-        !s.ok()) {
-      return s;
-    }
+    GRAMMARD_RETURN_IF_ERROR(Unsupported(
+        loc, "$dynamicRef",
+        absl::StrCat("several $dynamicAnchor \"", name,
+                     "\" exist, so the target depends on the dynamic scope")));
     return -1;
   }
   return *target;
@@ -303,17 +298,14 @@ absl::StatusOr<Dnf> Converter::Expand(int32_t loc, bool neg) {
 }
 
 absl::StatusOr<Dnf> Converter::ExpandUncached(int32_t loc, bool neg) {
-  if (absl::Status s = CheckBudget(); !s.ok()) return s;
+  GRAMMARD_RETURN_IF_ERROR(CheckBudget());
   const Json& n = doc_.node(loc);
   if (n.is_boolean()) {
     return n.get<bool>() != neg ? Dnf{Alt{}} : Dnf{};
   }
   if (!n.is_object()) {
-    if (absl::Status s =
-            Unsupported(loc, "", "a schema must be an object or a boolean");
-        !s.ok()) {
-      return s;
-    }
+    GRAMMARD_RETURN_IF_ERROR(
+        Unsupported(loc, "", "a schema must be an object or a boolean"));
     return neg ? Dnf{} : Dnf{Alt{}};  // lenient: read as `true`
   }
   if (n.contains("$ref") && doc_.draft() <= Draft::k7) {
@@ -358,7 +350,7 @@ absl::StatusOr<Dnf> Converter::ExpandPositive(int32_t loc) {
       return Unsupported(loc, key, "must be a non-empty array of schemas");
     }
     for (size_t i = 0; i < it->size(); ++i) {
-      if (absl::Status s = fn(doc_.Child(loc, key, i)); !s.ok()) return s;
+      GRAMMARD_RETURN_IF_ERROR(fn(doc_.Child(loc, key, i)));
     }
     return absl::OkStatus();
   };
@@ -368,21 +360,18 @@ absl::StatusOr<Dnf> Converter::ExpandPositive(int32_t loc) {
   if (n.contains("$ref")) {
     absl::StatusOr<int32_t> target = RefTarget(loc);
     if (!target.ok()) return target.status();
-    if (absl::Status st = times(Expand(*target, false)); !st.ok()) return st;
+    GRAMMARD_RETURN_IF_ERROR(times(Expand(*target, false)));
   }
   if (n.contains("$dynamicRef")) {
     absl::StatusOr<int32_t> target = DynamicRefTarget(loc);
     if (!target.ok()) return target.status();
     if (*target >= 0) {
-      if (absl::Status st = times(Expand(*target, false)); !st.ok()) return st;
+      GRAMMARD_RETURN_IF_ERROR(times(Expand(*target, false)));
     }
   }
   if (n.contains("$recursiveRef")) {
-    if (absl::Status st = Unsupported(loc, "$recursiveRef",
-                                      "dynamic references are not supported");
-        !st.ok()) {
-      return st;
-    }
+    GRAMMARD_RETURN_IF_ERROR(Unsupported(
+        loc, "$recursiveRef", "dynamic references are not supported"));
   }
   if (n.contains("anyOf")) {
     std::vector<Dnf> branches;
@@ -394,18 +383,14 @@ absl::StatusOr<Dnf> Converter::ExpandPositive(int32_t loc) {
     });
     if (!s.ok()) return s;
     if (!branches.empty()) {
-      if (absl::Status st = times(Union(std::move(branches))); !st.ok())
-        return st;
+      GRAMMARD_RETURN_IF_ERROR(times(Union(std::move(branches))));
     }
   }
   if (n.contains("oneOf")) {
     const Json& one = n["oneOf"];
     if (!one.is_array() || one.empty()) {
-      if (absl::Status st =
-              Unsupported(loc, "oneOf", "must be a non-empty array of schemas");
-          !st.ok()) {
-        return st;
-      }
+      GRAMMARD_RETURN_IF_ERROR(
+          Unsupported(loc, "oneOf", "must be a non-empty array of schemas"));
     } else {
       absl::StatusOr<Dnf> x = ExpandOneOf(loc, d);
       if (!x.ok()) return x.status();
@@ -413,8 +398,7 @@ absl::StatusOr<Dnf> Converter::ExpandPositive(int32_t loc) {
     }
   }
   if (n.contains("not")) {
-    if (absl::Status st = times(Expand(doc_.Child(loc, "not"), true)); !st.ok())
-      return st;
+    GRAMMARD_RETURN_IF_ERROR(times(Expand(doc_.Child(loc, "not"), true)));
   }
   if (n.contains("if")) {
     const int32_t cond = doc_.Child(loc, "if");
@@ -434,9 +418,7 @@ absl::StatusOr<Dnf> Converter::ExpandPositive(int32_t loc) {
     absl::StatusOr<Dnf> b = Product(*no, *else_d);
     if (!a.ok()) return a.status();
     if (!b.ok()) return b.status();
-    if (absl::Status st = times(Union({*std::move(a), *std::move(b)}));
-        !st.ok())
-      return st;
+    GRAMMARD_RETURN_IF_ERROR(times(Union({*std::move(a), *std::move(b)})));
   }
   // dependentRequired / dependentSchemas / dependencies: for each trigger
   // property, either it is absent or it is present with what it demands.
@@ -445,9 +427,7 @@ absl::StatusOr<Dnf> Converter::ExpandPositive(int32_t loc) {
     auto it = n.find(key);
     if (it == n.end()) continue;
     if (!it->is_object()) {
-      if (absl::Status st = Unsupported(loc, key, "must be an object");
-          !st.ok())
-        return st;
+      GRAMMARD_RETURN_IF_ERROR(Unsupported(loc, key, "must be an object"));
       continue;
     }
     for (auto dep = it->begin(); dep != it->end(); ++dep) {
@@ -466,11 +446,8 @@ absl::StatusOr<Dnf> Converter::ExpandPositive(int32_t loc) {
             present.object.required.push_back(name.get<std::string>());
         }
         if (!ok) {
-          if (absl::Status st =
-                  Unsupported(loc, key, "lists must hold property names");
-              !st.ok()) {
-            return st;
-          }
+          GRAMMARD_RETURN_IF_ERROR(
+              Unsupported(loc, key, "lists must hold property names"));
           continue;
         }
         present_d = Single(std::move(present));
@@ -482,18 +459,12 @@ absl::StatusOr<Dnf> Converter::ExpandPositive(int32_t loc) {
         if (!p.ok()) return p.status();
         present_d = *std::move(p);
       } else {
-        if (absl::Status st =
-                Unsupported(loc, key, "values must be arrays of names");
-            !st.ok()) {
-          return st;
-        }
+        GRAMMARD_RETURN_IF_ERROR(
+            Unsupported(loc, key, "values must be arrays of names"));
         continue;
       }
-      if (absl::Status st =
-              times(Union({Single(std::move(absent)), present_d}));
-          !st.ok()) {
-        return st;
-      }
+      GRAMMARD_RETURN_IF_ERROR(
+          times(Union({Single(std::move(absent)), present_d})));
     }
   }
   return d;
@@ -599,7 +570,7 @@ int32_t Converter::ValueRef(const TermSet& ts, int depth) {
 }
 
 absl::Status Converter::EmitRule(const TermSet& ts, int depth, int32_t rule) {
-  if (absl::Status s = CheckBudget(); !s.ok()) return s;
+  GRAMMARD_RETURN_IF_ERROR(CheckBudget());
   int32_t body;
   if (IsFalseSet(ts) || (e_.indented() && depth > kMaxIndentDepth)) {
     body = e_.Nothing();
@@ -677,12 +648,9 @@ absl::Status Converter::Run() {
     const Json& meta = top["$schema"];
     if (!meta.is_string() || meta.get_ref<const std::string&>().find(
                                  "json-schema.org/") == std::string::npos) {
-      if (absl::Status s =
-              Unsupported(doc_.root(), "$schema",
-                          "only the json-schema.org meta-schemas are known");
-          !s.ok()) {
-        return s;
-      }
+      GRAMMARD_RETURN_IF_ERROR(
+          Unsupported(doc_.root(), "$schema",
+                      "only the json-schema.org meta-schemas are known"));
     }
   }
   Grammar& g = e_.g();
@@ -692,7 +660,7 @@ absl::Status Converter::Run() {
   while (!queue_.empty()) {
     auto [ts, depth, rule] = queue_.front();
     queue_.pop_front();
-    if (absl::Status s = EmitRule(ts, depth, rule); !s.ok()) return s;
+    GRAMMARD_RETURN_IF_ERROR(EmitRule(ts, depth, rule));
   }
   return CheckBudget();
 }

@@ -1,3 +1,4 @@
+#include "grammar/base/status_macros.h"
 #include "grammar/frontends/json_schema/internal/converter_impl.h"
 
 namespace grammard::grammar::json_schema_internal {
@@ -34,12 +35,9 @@ absl::StatusOr<int32_t> Converter::ArrayExpr(const ArrayC& a, int depth) {
   b.max_items = max_items;
   if (b.unique && (max_items < 0 || max_items > 1)) {
     if (!b.contains.empty()) {
-      if (absl::Status st = Unsupported(
-              b.unique_loc, "uniqueItems",
-              "uniqueItems together with contains is not supported");
-          !st.ok()) {
-        return st;
-      }
+      GRAMMARD_RETURN_IF_ERROR(
+          Unsupported(b.unique_loc, "uniqueItems",
+                      "uniqueItems together with contains is not supported"));
     } else {
       return UniqueArray(b, depth);
     }
@@ -47,13 +45,9 @@ absl::StatusOr<int32_t> Converter::ArrayExpr(const ArrayC& a, int depth) {
   if (!b.contains.empty()) return ContainsArray(b, depth);
   const int32_t max_repeat = GrammarLimits{}.max_repeat;
   if (b.min_items > max_repeat || max_items > max_repeat) {
-    if (absl::Status st = Unsupported(
-            b.loc, b.min_items > max_repeat ? "minItems" : "maxItems",
-            absl::StrCat("item counts above ", max_repeat,
-                         " are not supported"));
-        !st.ok()) {
-      return st;
-    }
+    GRAMMARD_RETURN_IF_ERROR(Unsupported(
+        b.loc, b.min_items > max_repeat ? "minItems" : "maxItems",
+        absl::StrCat("item counts above ", max_repeat, " are not supported")));
     b.min_items = std::min<int64_t>(b.min_items, max_repeat);
     max_items = max_items > max_repeat ? -1 : max_items;
   }
@@ -94,12 +88,9 @@ absl::StatusOr<int32_t> Converter::ArrayExpr(const ArrayC& a, int depth) {
 
 absl::StatusOr<int32_t> Converter::ContainsArray(const ArrayC& a, int depth) {
   if (a.contains.size() > 1) {
-    if (absl::Status st =
-            Unsupported(a.contains[1].loc, "contains",
-                        "more than one contains on the same array");
-        !st.ok()) {
-      return st;
-    }
+    GRAMMARD_RETURN_IF_ERROR(
+        Unsupported(a.contains[1].loc, "contains",
+                    "more than one contains on the same array"));
   }
   const ContainsC& c = a.contains[0];
   const int64_t p = static_cast<int64_t>(a.prefix.size());
@@ -110,14 +101,10 @@ absl::StatusOr<int32_t> Converter::ContainsArray(const ArrayC& a, int depth) {
   // Counts of matching items saturate at `cap`.
   const int64_t cap = c.max >= 0 ? c.max + 1 : c.min;
   if ((top + 1) * (cap + 1) > kMaxCountingRules) {
-    if (absl::Status st =
-            Unsupported(c.loc, "contains",
-                        absl::StrCat("counting contains over ", top,
-                                     " items needs more than ",
-                                     kMaxCountingRules, " rules"));
-        !st.ok()) {
-      return st;
-    }
+    GRAMMARD_RETURN_IF_ERROR(Unsupported(
+        c.loc, "contains",
+        absl::StrCat("counting contains over ", top, " items needs more than ",
+                     kMaxCountingRules, " rules")));
     ArrayC plain = a;
     plain.contains.clear();
     return ArrayExpr(plain, depth);
@@ -207,11 +194,11 @@ absl::StatusOr<std::optional<std::vector<const Json*>>> Converter::FiniteValues(
     const SimpleSchema& m = **s;
     if (m.has_values) {
       for (const Json* v : m.values) {
-        if (absl::Status st = add(v, m); !st.ok()) return st;
+        GRAMMARD_RETURN_IF_ERROR(add(v, m));
       }
     } else if ((m.types & ~(kNullT | kBoolT)) == 0) {
       for (int i = 0; i < 3; ++i) {
-        if (absl::Status st = add(&StaticValue(i), m); !st.ok()) return st;
+        GRAMMARD_RETURN_IF_ERROR(add(&StaticValue(i), m));
       }
     } else {
       return Out();
@@ -233,13 +220,10 @@ absl::StatusOr<int32_t> Converter::UniqueArray(const ArrayC& a, int depth) {
         FiniteValues(ts);
     if (!v.ok()) return v.status();
     if (!*v) {
-      if (absl::Status st = Unsupported(
-              a.unique_loc, "uniqueItems",
-              "unique items are enforced only among listed values (enum, "
-              "const, booleans, null)");
-          !st.ok()) {
-        return st;
-      }
+      GRAMMARD_RETURN_IF_ERROR(Unsupported(
+          a.unique_loc, "uniqueItems",
+          "unique items are enforced only among listed values (enum, "
+          "const, booleans, null)"));
       ArrayC plain = a;
       plain.unique = false;
       return ArrayExpr(plain, depth);
@@ -248,13 +232,9 @@ absl::StatusOr<int32_t> Converter::UniqueArray(const ArrayC& a, int depth) {
     for (const Json* x : **v) all.Add(x);
   }
   if (all.size() > static_cast<size_t>(kMaxUniqueValues)) {
-    if (absl::Status st =
-            Unsupported(a.unique_loc, "uniqueItems",
-                        absl::StrCat("more than ", kMaxUniqueValues,
-                                     " values to keep apart"));
-        !st.ok()) {
-      return st;
-    }
+    GRAMMARD_RETURN_IF_ERROR(Unsupported(
+        a.unique_loc, "uniqueItems",
+        absl::StrCat("more than ", kMaxUniqueValues, " values to keep apart")));
     ArrayC plain = a;
     plain.unique = false;
     return ArrayExpr(plain, depth);
@@ -318,13 +298,10 @@ absl::StatusOr<int32_t> Converter::UniqueArray(const ArrayC& a, int depth) {
     // Left unfinished, the states match nothing; the array falls back below.
     for (const auto& key : pending)
       e_.g().rules[rules[key]].body = e_.Nothing();
-    if (absl::Status st =
-            Unsupported(a.unique_loc, "uniqueItems",
-                        absl::StrCat("tracking unique items needs more than ",
-                                     kMaxCountingRules, " rules"));
-        !st.ok()) {
-      return st;
-    }
+    GRAMMARD_RETURN_IF_ERROR(
+        Unsupported(a.unique_loc, "uniqueItems",
+                    absl::StrCat("tracking unique items needs more than ",
+                                 kMaxCountingRules, " rules")));
     ArrayC plain = a;
     plain.unique = false;
     return ArrayExpr(plain, depth);

@@ -1,3 +1,4 @@
+#include "grammar/base/status_macros.h"
 #include "grammar/frontends/json_schema/internal/converter_impl.h"
 
 namespace grammard::grammar::json_schema_internal {
@@ -35,9 +36,7 @@ absl::StatusOr<const SimpleSchema*> Converter::Merge(const Alt& alt) {
   if (it != merged_.end()) return it->second.get();
   auto s = std::make_unique<SimpleSchema>();
   for (int32_t f : alt) {
-    if (absl::Status st = Intersect(s.get(), fragments_[f]); !st.ok()) {
-      return st;
-    }
+    GRAMMARD_RETURN_IF_ERROR(Intersect(s.get(), fragments_[f]));
   }
   const SimpleSchema* out = s.get();
   merged_.emplace(alt, std::move(s));
@@ -136,7 +135,7 @@ absl::Status Converter::Intersect(SimpleSchema* acc, const SimpleSchema& f) {
     if (acc->has_values) {
       ValueList kept;
       for (const Json* v : acc->values) {
-        if (absl::Status st = Tick(); !st.ok()) return st;
+        GRAMMARD_RETURN_IF_ERROR(Tick());
         if (f.values.Contains(*v)) kept.Add(v);
       }
       acc->values = std::move(kept);
@@ -212,7 +211,7 @@ absl::StatusOr<bool> Converter::CheckValue(const Json& v, const SimpleSchema& s,
   }
   const uint8_t type = TypeOf(v);
   if (!(s.types & type)) return false;
-  if (absl::Status st = Tick(); !st.ok()) return st;
+  GRAMMARD_RETURN_IF_ERROR(Tick());
   if (s.has_values && !s.values.Contains(v)) return false;
   if (s.excluded.Contains(v)) return false;
   switch (type) {

@@ -1,4 +1,5 @@
 #include "absl/strings/ascii.h"
+#include "grammar/base/status_macros.h"
 #include "grammar/frontends/json_schema/internal/converter_impl.h"
 
 namespace grammard::grammar::json_schema_internal {
@@ -88,9 +89,7 @@ absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
       add(*it);
     }
     if (!ok) {
-      if (absl::Status st = bad("type", "must name JSON types"); !st.ok()) {
-        return st;
-      }
+      GRAMMARD_RETURN_IF_ERROR(bad("type", "must name JSON types"));
     } else {
       s->types = mask;
       s->number.integer = integer && !number;
@@ -101,13 +100,11 @@ absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
   // enum, const
   if (auto it = n.find("enum"); it != n.end()) {
     if (!it->is_array()) {
-      if (absl::Status st = bad("enum", "must be an array"); !st.ok()) {
-        return st;
-      }
+      GRAMMARD_RETURN_IF_ERROR(bad("enum", "must be an array"));
     } else {
       s->has_values = true;
       for (const Json& v : *it) {
-        if (absl::Status st = Tick(); !st.ok()) return st;
+        GRAMMARD_RETURN_IF_ERROR(Tick());
         s->values.Add(&v);
       }
       *any = true;
@@ -124,51 +121,36 @@ absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
   // numbers
   {
     std::optional<Decimal> d;
-    if (absl::Status st = decimal("minimum", &d); !st.ok()) {
-      return st;
-    }
+    GRAMMARD_RETURN_IF_ERROR(decimal("minimum", &d));
     if (d) {
       const Json* ex =
           n.contains("exclusiveMinimum") ? &n["exclusiveMinimum"] : nullptr;
       s->number.lower = Bound{*d, ex && ex->is_boolean() && ex->get<bool>()};
     }
-    if (absl::Status st = decimal("exclusiveMinimum", &d); !st.ok()) {
-      return st;
-    }
+    GRAMMARD_RETURN_IF_ERROR(decimal("exclusiveMinimum", &d));
     if (d && (!s->number.lower || Compare(*d, s->number.lower->value) >= 0)) {
       s->number.lower = Bound{*d, true};
     }
-    if (absl::Status st = decimal("maximum", &d); !st.ok()) {
-      return st;
-    }
+    GRAMMARD_RETURN_IF_ERROR(decimal("maximum", &d));
     if (d) {
       const Json* ex =
           n.contains("exclusiveMaximum") ? &n["exclusiveMaximum"] : nullptr;
       s->number.upper = Bound{*d, ex && ex->is_boolean() && ex->get<bool>()};
     }
-    if (absl::Status st = decimal("exclusiveMaximum", &d); !st.ok()) {
-      return st;
-    }
+    GRAMMARD_RETURN_IF_ERROR(decimal("exclusiveMaximum", &d));
     if (d && (!s->number.upper || Compare(*d, s->number.upper->value) <= 0)) {
       s->number.upper = Bound{*d, true};
     }
-    if (absl::Status st = decimal("multipleOf", &d); !st.ok()) {
-      return st;
-    }
+    GRAMMARD_RETURN_IF_ERROR(decimal("multipleOf", &d));
     if (d) {
       if (d->IsZero() || d->negative) {
-        if (absl::Status st = bad("multipleOf", "must be greater than 0");
-            !st.ok()) {
-          return st;
-        }
+        GRAMMARD_RETURN_IF_ERROR(bad("multipleOf", "must be greater than 0"));
       } else {
         NumberConstraints probe;
         probe.multiple_of.push_back(*d);
         absl::StatusOr<CharDfa> dfa = NumberDfa(probe, opt_.dfa);
         if (!dfa.ok()) {
-          if (absl::Status st = bad("multipleOf", dfa.status()); !st.ok()) {
-            return st;
-          }
+          GRAMMARD_RETURN_IF_ERROR(bad("multipleOf", dfa.status()));
         } else {
           s->number.multiple_of.push_back(*d);
         }
@@ -182,13 +164,9 @@ absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
   // strings
   {
     std::optional<int64_t> c;
-    if (absl::Status st = count("minLength", &c); !st.ok()) {
-      return st;
-    }
+    GRAMMARD_RETURN_IF_ERROR(count("minLength", &c));
     if (c) s->string.min_len = *c;
-    if (absl::Status st = count("maxLength", &c); !st.ok()) {
-      return st;
-    }
+    GRAMMARD_RETURN_IF_ERROR(count("maxLength", &c));
     if (c) s->string.max_len = *c;
     if (s->string.HasLength()) s->string.length_loc = loc;
     // A string must match `r`'s regex (dropped, in lenient mode, when the
@@ -201,49 +179,33 @@ absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
     };
     if (auto it = n.find("pattern"); it != n.end()) {
       if (!it->is_string()) {
-        if (absl::Status st = bad("pattern", "must be a string"); !st.ok()) {
-          return st;
-        }
+        GRAMMARD_RETURN_IF_ERROR(bad("pattern", "must be a string"));
       } else {
-        if (absl::Status st = require(
-                RegexRef{RegexRef::kPattern, it->get<std::string>(), loc});
-            !st.ok()) {
-          return st;
-        }
+        GRAMMARD_RETURN_IF_ERROR(
+            require(RegexRef{RegexRef::kPattern, it->get<std::string>(), loc}));
       }
     }
     if (auto it = n.find("format"); it != n.end() && it->is_string()) {
       const std::string name = it->get<std::string>();
       FormatInfo info = LookupFormat(name);
       if (info.support == FormatSupport::kUnsupported) {
-        if (absl::Status st = bad(
-                "format", absl::StrCat("format \"", name, "\": ", info.reason));
-            !st.ok()) {
-          return st;
-        }
+        GRAMMARD_RETURN_IF_ERROR(bad(
+            "format", absl::StrCat("format \"", name, "\": ", info.reason)));
       } else if (info.support == FormatSupport::kEnforced) {
-        if (absl::Status st = require(RegexRef{RegexRef::kFormat, name, loc});
-            !st.ok()) {
-          return st;
-        }
+        GRAMMARD_RETURN_IF_ERROR(
+            require(RegexRef{RegexRef::kFormat, name, loc}));
       }
     }
     if (auto it = n.find("contentMediaType");
         it != n.end() && AssertsContent("contentMediaType", *it)) {
-      if (absl::Status st =
-              bad("contentMediaType",
-                  "JSON documents inside strings are not enforced");
-          !st.ok()) {
-        return st;
-      }
+      GRAMMARD_RETURN_IF_ERROR(
+          bad("contentMediaType",
+              "JSON documents inside strings are not enforced"));
     }
     if (auto it = n.find("contentEncoding");
         it != n.end() && AssertsContent("contentEncoding", *it)) {
-      if (absl::Status st = require(
-              RegexRef{RegexRef::kEncoding, it->get<std::string>(), loc});
-          !st.ok()) {
-        return st;
-      }
+      GRAMMARD_RETURN_IF_ERROR(
+          require(RegexRef{RegexRef::kEncoding, it->get<std::string>(), loc}));
     }
     if (!s->string.Unconstrained()) *any = true;
   }
@@ -253,10 +215,8 @@ absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
     bool has_prefix = false;
     if (auto it = n.find("prefixItems"); it != n.end()) {
       if (!it->is_array()) {
-        if (absl::Status st = bad("prefixItems", "must be an array of schemas");
-            !st.ok()) {
-          return st;
-        }
+        GRAMMARD_RETURN_IF_ERROR(
+            bad("prefixItems", "must be an array of schemas"));
       } else {
         for (size_t i = 0; i < it->size(); ++i) {
           a.prefix.push_back(One(doc_.Child(loc, "prefixItems", i)));
@@ -267,11 +227,8 @@ absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
     if (auto it = n.find("items"); it != n.end()) {
       if (it->is_array()) {
         if (has_prefix) {
-          if (absl::Status st =
-                  bad("items", "an array of items beside prefixItems");
-              !st.ok()) {
-            return st;
-          }
+          GRAMMARD_RETURN_IF_ERROR(
+              bad("items", "an array of items beside prefixItems"));
         } else {
           for (size_t i = 0; i < it->size(); ++i) {
             a.prefix.push_back(One(doc_.Child(loc, "items", i)));
@@ -283,27 +240,18 @@ absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
       } else if (it->is_object() || it->is_boolean()) {
         a.rest = One(doc_.Child(loc, "items"));
       } else {
-        if (absl::Status st = bad("items", "must be a schema"); !st.ok()) {
-          return st;
-        }
+        GRAMMARD_RETURN_IF_ERROR(bad("items", "must be a schema"));
       }
     }
     std::optional<int64_t> c;
-    if (absl::Status st = count("minItems", &c); !st.ok()) {
-      return st;
-    }
+    GRAMMARD_RETURN_IF_ERROR(count("minItems", &c));
     if (c) a.min_items = *c;
-    if (absl::Status st = count("maxItems", &c); !st.ok()) {
-      return st;
-    }
+    GRAMMARD_RETURN_IF_ERROR(count("maxItems", &c));
     if (c) a.max_items = *c;
     if (a.min_items > 0 || a.max_items >= 0) a.loc = loc;
     if (auto it = n.find("uniqueItems"); it != n.end()) {
       if (!it->is_boolean()) {
-        if (absl::Status st = bad("uniqueItems", "must be a boolean");
-            !st.ok()) {
-          return st;
-        }
+        GRAMMARD_RETURN_IF_ERROR(bad("uniqueItems", "must be a boolean"));
       } else if (it->get<bool>()) {
         a.unique = true;
         a.unique_loc = loc;
@@ -313,13 +261,9 @@ absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
       ContainsC cc;
       cc.schema = One(doc_.Child(loc, "contains"));
       cc.loc = loc;
-      if (absl::Status st = count("minContains", &c); !st.ok()) {
-        return st;
-      }
+      GRAMMARD_RETURN_IF_ERROR(count("minContains", &c));
       if (c) cc.min = *c;
-      if (absl::Status st = count("maxContains", &c); !st.ok()) {
-        return st;
-      }
+      GRAMMARD_RETURN_IF_ERROR(count("maxContains", &c));
       if (c) cc.max = *c;
       if (cc.min > 0 || cc.max >= 0) a.contains.push_back(std::move(cc));
     }
@@ -336,10 +280,7 @@ absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
     bool has_rule = false, rule_ok = true;
     if (auto it = n.find("properties"); it != n.end()) {
       if (!it->is_object()) {
-        if (absl::Status st = bad("properties", "must be an object");
-            !st.ok()) {
-          return st;
-        }
+        GRAMMARD_RETURN_IF_ERROR(bad("properties", "must be an object"));
         rule_ok = false;
       } else {
         for (auto p = it->begin(); p != it->end(); ++p) {
@@ -351,10 +292,7 @@ absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
     }
     if (auto it = n.find("patternProperties"); it != n.end()) {
       if (!it->is_object()) {
-        if (absl::Status st = bad("patternProperties", "must be an object");
-            !st.ok()) {
-          return st;
-        }
+        GRAMMARD_RETURN_IF_ERROR(bad("patternProperties", "must be an object"));
         rule_ok = false;
       } else {
         for (auto p = it->begin(); p != it->end(); ++p) {
@@ -363,10 +301,7 @@ absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
           if (!entry.ok()) {
             // Without the pattern the keys it governs cannot be told apart
             // from additional ones: drop the whole member rule.
-            if (absl::Status st = bad("patternProperties", entry.status());
-                !st.ok()) {
-              return st;
-            }
+            GRAMMARD_RETURN_IF_ERROR(bad("patternProperties", entry.status()));
             rule_ok = false;
             break;
           }
@@ -395,10 +330,7 @@ absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
         for (const Json& r : *it) ok = ok && r.is_string();
       }
       if (!ok) {
-        if (absl::Status st = bad("required", "must be an array of names");
-            !st.ok()) {
-          return st;
-        }
+        GRAMMARD_RETURN_IF_ERROR(bad("required", "must be an array of names"));
       } else {
         for (const Json& r : *it) {
           const std::string& name = r.get_ref<const std::string&>();
@@ -411,13 +343,9 @@ absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
       }
     }
     std::optional<int64_t> c;
-    if (absl::Status st = count("minProperties", &c); !st.ok()) {
-      return st;
-    }
+    GRAMMARD_RETURN_IF_ERROR(count("minProperties", &c));
     if (c) o.min_props = *c;
-    if (absl::Status st = count("maxProperties", &c); !st.ok()) {
-      return st;
-    }
+    GRAMMARD_RETURN_IF_ERROR(count("maxProperties", &c));
     if (c) o.max_props = *c;
     if (o.min_props > 0 || o.max_props >= 0) *any = true;
     if (n.contains("propertyNames")) {
@@ -444,15 +372,12 @@ absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
       !((it->is_boolean() && it->get<bool>()) ||
         (it->is_object() && it->empty()))) {
     EvaluatedMembers ev;
-    if (absl::Status st = CollectEvaluated(loc, 0, &ev); !st.ok()) return st;
+    GRAMMARD_RETURN_IF_ERROR(CollectEvaluated(loc, 0, &ev));
     if (ev.dynamic) {
-      if (absl::Status st =
-              bad("unevaluatedProperties",
-                  "unevaluatedProperties beside anyOf/oneOf/if/"
-                  "dependentSchemas/$dynamicRef is not supported");
-          !st.ok()) {
-        return st;
-      }
+      GRAMMARD_RETURN_IF_ERROR(
+          bad("unevaluatedProperties",
+              "unevaluatedProperties beside anyOf/oneOf/if/"
+              "dependentSchemas/$dynamicRef is not supported"));
     } else if (!ev.all) {
       KeyRule rule;
       for (const std::string& name : ev.names)
@@ -476,12 +401,10 @@ absl::Status Converter::ParseOwn(int32_t loc, SimpleSchema* s, bool* any) {
     if (!items && applicators) continue;  // handled above
     // contains marks the items it matches as evaluated.
     if (applicators || (items && n.contains("contains"))) {
-      if (absl::Status st = bad(key,
-                                "unevaluated* beside allOf/anyOf/oneOf/if/$ref/"
-                                "dependentSchemas/contains is not supported");
-          !st.ok()) {
-        return st;
-      }
+      GRAMMARD_RETURN_IF_ERROR(
+          bad(key,
+              "unevaluated* beside allOf/anyOf/oneOf/if/$ref/"
+              "dependentSchemas/contains is not supported"));
       continue;
     }
     const TermSet rest = One(doc_.Child(loc, key));

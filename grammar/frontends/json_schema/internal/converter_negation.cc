@@ -1,3 +1,4 @@
+#include "grammar/base/status_macros.h"
 #include "grammar/frontends/json_schema/internal/converter_impl.h"
 
 namespace grammard::grammar::json_schema_internal {
@@ -10,7 +11,7 @@ absl::StatusOr<Dnf> Converter::ExpandNegative(int32_t loc) {
     parts.push_back(*std::move(x));
     return absl::OkStatus();
   };
-  if (absl::Status s = add(NegOwn(loc)); !s.ok()) return s;
+  GRAMMARD_RETURN_IF_ERROR(add(NegOwn(loc)));
   auto children = [&](const char* key) {
     std::vector<int32_t> out;
     auto it = n.find(key);
@@ -21,25 +22,22 @@ absl::StatusOr<Dnf> Converter::ExpandNegative(int32_t loc) {
     return out;
   };
   for (int32_t c : children("allOf")) {
-    if (absl::Status s = add(Expand(c, true)); !s.ok()) return s;
+    GRAMMARD_RETURN_IF_ERROR(add(Expand(c, true)));
   }
   if (n.contains("$ref")) {
     absl::StatusOr<int32_t> target = RefTarget(loc);
     if (!target.ok()) return target.status();
-    if (absl::Status s = add(Expand(*target, true)); !s.ok()) return s;
+    GRAMMARD_RETURN_IF_ERROR(add(Expand(*target, true)));
   }
   if (n.contains("$dynamicRef")) {
     absl::StatusOr<int32_t> target = DynamicRefTarget(loc);
     if (!target.ok()) return target.status();
     if (*target < 0) return Dnf{Alt{}};  // lenient: read as `true`
-    if (absl::Status s = add(Expand(*target, true)); !s.ok()) return s;
+    GRAMMARD_RETURN_IF_ERROR(add(Expand(*target, true)));
   }
   if (n.contains("$recursiveRef")) {
-    if (absl::Status s = Unsupported(loc, "$recursiveRef",
-                                     "dynamic references are not supported");
-        !s.ok()) {
-      return s;
-    }
+    GRAMMARD_RETURN_IF_ERROR(Unsupported(
+        loc, "$recursiveRef", "dynamic references are not supported"));
     return Dnf{Alt{}};
   }
   if (n.contains("anyOf")) {
@@ -70,13 +68,12 @@ absl::StatusOr<Dnf> Converter::ExpandNegative(int32_t loc) {
     parts.push_back(std::move(none));
     for (size_t i = 0; i < pos.size(); ++i) {
       for (size_t j = i + 1; j < pos.size(); ++j) {
-        if (absl::Status s = add(Product(pos[i], pos[j])); !s.ok()) return s;
+        GRAMMARD_RETURN_IF_ERROR(add(Product(pos[i], pos[j])));
       }
     }
   }
   if (n.contains("not")) {
-    if (absl::Status s = add(Expand(doc_.Child(loc, "not"), false)); !s.ok())
-      return s;
+    GRAMMARD_RETURN_IF_ERROR(add(Expand(doc_.Child(loc, "not"), false)));
   }
   if (n.contains("if")) {
     const int32_t cond = doc_.Child(loc, "if");
@@ -90,8 +87,8 @@ absl::StatusOr<Dnf> Converter::ExpandNegative(int32_t loc) {
         n.contains("else") ? Expand(doc_.Child(loc, "else"), true) : Dnf{};
     if (!not_then.ok()) return not_then.status();
     if (!not_else.ok()) return not_else.status();
-    if (absl::Status s = add(Product(*yes, *not_then)); !s.ok()) return s;
-    if (absl::Status s = add(Product(*no, *not_else)); !s.ok()) return s;
+    GRAMMARD_RETURN_IF_ERROR(add(Product(*yes, *not_then)));
+    GRAMMARD_RETURN_IF_ERROR(add(Product(*no, *not_else)));
   }
   for (const char* key :
        {"dependentRequired", "dependentSchemas", "dependencies"}) {
@@ -114,10 +111,7 @@ absl::StatusOr<Dnf> Converter::ExpandNegative(int32_t loc) {
         s.object.required.push_back(dep.key());
         absl::StatusOr<Dnf> sub = Expand(doc_.Child(loc, key, dep.key()), true);
         if (!sub.ok()) return sub.status();
-        if (absl::Status st = add(Product(Single(std::move(s)), *sub));
-            !st.ok()) {
-          return st;
-        }
+        GRAMMARD_RETURN_IF_ERROR(add(Product(Single(std::move(s)), *sub)));
       }
     }
   }
@@ -168,9 +162,7 @@ absl::StatusOr<Dnf> Converter::NegOwn(int32_t loc) {
       if (opt_.strict) return d.status();
       // Lenient: a negation we cannot express is read as `true`, which
       // accepts more, never less.
-      if (absl::Status s = Unsupported(loc, key, d.status()); !s.ok()) {
-        return s;
-      }
+      GRAMMARD_RETURN_IF_ERROR(Unsupported(loc, key, d.status()));
       return Dnf{Alt{}};
     }
     parts.push_back(*std::move(d));
@@ -218,7 +210,7 @@ absl::StatusOr<Dnf> Converter::NegKeyword(int32_t loc, const std::string& key) {
       if (x->is_array() || x->is_object()) {
         return unsupported("excluding array or object values");
       }
-      if (absl::Status st = Tick(); !st.ok()) return st;
+      GRAMMARD_RETURN_IF_ERROR(Tick());
       s.excluded.Add(x);
     }
     return Single(std::move(s));

@@ -1,3 +1,4 @@
+#include "grammar/base/status_macros.h"
 #include "grammar/frontends/json_schema/internal/converter_impl.h"
 
 namespace grammard::grammar::json_schema_internal {
@@ -29,7 +30,7 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
   // Lenient mode reads a constraint it cannot keep as "any members".
   auto loose = [&](absl::string_view keyword,
                    const auto& why) -> absl::StatusOr<int32_t> {
-    if (absl::Status st = Unsupported(o.loc, keyword, why); !st.ok()) return st;
+    GRAMMARD_RETURN_IF_ERROR(Unsupported(o.loc, keyword, why));
     const int32_t member =
         e_.Seq({e_.AnyString(), e_.KeySeparator(), e_.AnyValue(depth + 1)});
     return e_.Alt(

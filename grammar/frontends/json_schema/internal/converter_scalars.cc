@@ -1,3 +1,4 @@
+#include "grammar/base/status_macros.h"
 #include "grammar/frontends/json_schema/internal/converter_impl.h"
 #include "grammar/frontends/regex/regex_parser.h"
 
@@ -103,13 +104,13 @@ absl::StatusOr<std::vector<PatternAlt>> SplitPattern(const std::string& p,
     } else if (c == ')') {
       --depth;
     } else if (c == '|' && depth == 0) {
-      if (absl::Status s = finish(i); !s.ok()) return s;
+      GRAMMARD_RETURN_IF_ERROR(finish(i));
       begin = i + 1;
     } else if (c == '^' || c == '$') {
       anchors.push_back(i);
     }
   }
-  if (absl::Status s = finish(p.size()); !s.ok()) return s;
+  GRAMMARD_RETURN_IF_ERROR(finish(p.size()));
   return alts;
 }
 
@@ -308,10 +309,7 @@ absl::StatusOr<int32_t> Converter::NumberExpr(const SimpleSchema& s) {
   absl::StatusOr<CharDfa> dfa = NumberDfa(c, opt_.dfa);
   if (!dfa.ok()) {
     const char* keyword = !c.multiple_of.empty() ? "multipleOf" : "minimum";
-    if (absl::Status st = Unsupported(s.number_loc, keyword, dfa.status());
-        !st.ok()) {
-      return st;
-    }
+    GRAMMARD_RETURN_IF_ERROR(Unsupported(s.number_loc, keyword, dfa.status()));
     if (!c.integer) return e_.AnyNumber();
     return c.integer_zero_fraction ? e_.AnyInteger() : e_.AnyPlainInteger();
   }
@@ -334,14 +332,11 @@ absl::StatusOr<int32_t> Converter::StringExpr(const SimpleSchema& s) {
   if (c.must.empty() && c.must_not.empty() && c.excluded.empty()) {
     // Lengths alone count code points in any JSON encoding.
     if (c.min_len > kMaxCountedLength || c.max_len > kMaxCountedLength) {
-      if (absl::Status st = Unsupported(
-              c.length_loc,
-              c.min_len > kMaxCountedLength ? "minLength" : "maxLength",
-              absl::StrCat("lengths above ", kMaxCountedLength,
-                           " are not supported"));
-          !st.ok()) {
-        return st;
-      }
+      GRAMMARD_RETURN_IF_ERROR(
+          Unsupported(c.length_loc,
+                      c.min_len > kMaxCountedLength ? "minLength" : "maxLength",
+                      absl::StrCat("lengths above ", kMaxCountedLength,
+                                   " are not supported")));
       return e_.AnyString();
     }
     body = e_.Quoted(e_.g().AddRepeat(
@@ -369,13 +364,10 @@ absl::StatusOr<int32_t> Converter::StringExpr(const SimpleSchema& s) {
                                                 : nullptr;
       const int32_t loc = r != nullptr ? r->loc : c.length_loc;
       const char* keyword = r == nullptr ? "maxLength" : r->Keyword();
-      if (absl::Status st = Unsupported(
-              loc, keyword,
-              absl::StrCat("combining the string constraints failed: ",
-                           dfa.status().message()));
-          !st.ok()) {
-        return st;
-      }
+      GRAMMARD_RETURN_IF_ERROR(
+          Unsupported(loc, keyword,
+                      absl::StrCat("combining the string constraints failed: ",
+                                   dfa.status().message())));
       return e_.AnyString();
     }
     body = e_.DfaString(*dfa, "string");
