@@ -228,7 +228,8 @@ class ShutdownWatchdog {
                                 absl::FromChrono(grace))) {
         std::fprintf(stderr,
                      "grammard: still shutting down after "
-                     "--shutdown_grace_ms; exiting\n");
+                     "--shutdown_grace_ms (%s); exiting\n",
+                     phase_);
         std::_Exit(1);
       }
     });
@@ -240,10 +241,16 @@ class ShutdownWatchdog {
     }
     if (thread_.joinable()) thread_.join();
   }
+  // What the shutdown is doing now, said if it overruns.
+  void Phase(const char* what) {
+    absl::MutexLock lock(&mu_);
+    phase_ = what;
+  }
 
  private:
   absl::Mutex mu_;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
+  const char* phase_ ABSL_GUARDED_BY(mu_) = "draining the streams";
   std::thread thread_;
 };
 
@@ -418,9 +425,13 @@ int Run() {
   compiles.CancelAll();
   // civetweb notices a stop only between its 2-second polls: in parallel.
   std::thread stop_metrics([&] { metrics_server.Stop(); });
+  watchdog.Phase("ending the RPCs");
   server->Shutdown(std::chrono::system_clock::now() + grace);
+  watchdog.Phase("waiting for the RPC handlers");
   server->Wait();
+  watchdog.Phase("stopping the metrics server");
   stop_metrics.join();
+  watchdog.Phase("releasing the service, compile pool and caches");
   return 0;
 }
 
