@@ -732,9 +732,8 @@ absl::StatusOr<CompiledGrammar> GrammarCompiler::Compile(
   }
   for (int32_t r = 0; r < static_cast<int32_t>(g.rules.size()); ++r) {
     if (!builder.Called(r)) continue;
-    absl::Status s = builder.Build(r, g.rules[r].body, nfa.rule_start(r),
-                                   nfa.rule_accept(r));
-    if (!s.ok()) return s;
+    GRAMMARD_RETURN_IF_ERROR(builder.Build(
+        r, g.rules[r].body, nfa.rule_start(r), nfa.rule_accept(r)));
   }
   if (options.deadline.Passed()) return TooLong("building the automata");
   GRAMMARD_RETURN_IF_ERROR(nfa.PruneUnproductive(g.root));

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "grammar/base/status_macros.h"
 #include "grammar/base/utf8.h"
 
 namespace grammard::grammar {
@@ -560,8 +561,7 @@ absl::Status Grammar::Validate() const {
   }
   std::vector<int32_t> depth(exprs.size(), 1);
   for (size_t i = 0; i < exprs.size(); ++i) {
-    absl::Status status = ValidateExpr(*this, static_cast<int32_t>(i));
-    if (!status.ok()) return status;
+    GRAMMARD_RETURN_IF_ERROR(ValidateExpr(*this, static_cast<int32_t>(i)));
     for (int32_t child : exprs[i].children) {
       depth[i] = std::max(depth[i], depth[child] + 1);
     }

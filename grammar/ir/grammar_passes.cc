@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "grammar/base/refine.h"
+#include "grammar/base/status_macros.h"
 
 namespace grammard::grammar {
 namespace {
@@ -88,13 +89,11 @@ absl::StatusOr<Grammar> Normalize(Grammar grammar, const Deadline& deadline) {
     return absl::DeadlineExceededError(
         "normalizing the grammar took longer than its deadline");
   };
-  absl::Status status = grammar.Validate();
-  if (!status.ok()) return status;
+  GRAMMARD_RETURN_IF_ERROR(grammar.Validate());
   if (deadline.Passed()) return too_long();
   Grammar reachable = RemoveUnreachableRules(std::move(grammar));
   if (deadline.Passed()) return too_long();
-  status = CheckNoLeftRecursion(reachable);
-  if (!status.ok()) return status;
+  GRAMMARD_RETURN_IF_ERROR(CheckNoLeftRecursion(reachable));
   return reachable;
 }
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "grammar/base/status_macros.h"
 #include "grammar/base/utf8.h"
 
 namespace grammard::grammar {
@@ -183,8 +184,7 @@ absl::StatusOr<Grammar> LowerToBytes(const Grammar& grammar,
     out.AddRule(rule.name, new_index[rule.body]);
   }
   out.root = grammar.root;
-  absl::Status status = CheckSizeLimit(out, limits);
-  if (!status.ok()) return status;
+  GRAMMARD_RETURN_IF_ERROR(CheckSizeLimit(out, limits));
   return out;
 }
 

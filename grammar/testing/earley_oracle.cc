@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "grammar/base/status_macros.h"
 
 namespace grammard::grammar {
 namespace {
@@ -327,8 +328,7 @@ struct Item {
 
 absl::StatusOr<EarleyOracle> EarleyOracle::Create(const Grammar& grammar,
                                                   size_t max_symbols) {
-  absl::Status status = grammar.Validate();
-  if (!status.ok()) return status;
+  GRAMMARD_RETURN_IF_ERROR(grammar.Validate());
   int32_t start_nt = -1;
   absl::StatusOr<Cfg> cfg = Desugarer(grammar, max_symbols).Run(&start_nt);
   if (!cfg.ok()) return cfg.status();

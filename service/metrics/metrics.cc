@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "grammar/base/status_macros.h"
 
 namespace grammard::metrics {
 namespace {
@@ -328,8 +329,7 @@ absl::StatusOr<Family<M>*> Registry::AddFamily(
     std::string_view name, std::string_view help, MetricType type,
     absl::Span<const std::string_view> label_names,
     internal::FamilyBase::NewSeries new_series) {
-  absl::Status status = CheckFamily(name, help, type, label_names);
-  if (!status.ok()) return status;
+  GRAMMARD_RETURN_IF_ERROR(CheckFamily(name, help, type, label_names));
   const std::vector<std::string> sample_names = SampleNames(name, type);
   std::unique_ptr<Family<M>> family(new Family<M>(
       std::string(name), help, type,
@@ -373,8 +373,7 @@ absl::StatusOr<HistogramFamily*> Registry::AddHistogramFamily(
     std::string_view name, std::string_view help,
     absl::Span<const std::string_view> label_names,
     absl::Span<const double> bounds) {
-  absl::Status status = CheckBounds(name, bounds);
-  if (!status.ok()) return status;
+  GRAMMARD_RETURN_IF_ERROR(CheckBounds(name, bounds));
   return AddFamily<Histogram>(
       name, help, MetricType::kHistogram, label_names,
       [bounds = std::vector<double>(bounds.begin(), bounds.end())] {

@@ -8,6 +8,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "grammar/base/status_macros.h"
 
 namespace grammard::metrics {
 namespace {
@@ -89,8 +90,7 @@ MetricsServer::MetricsServer(const Registry* registry) : registry_(registry) {}
 MetricsServer::~MetricsServer() { Stop(); }
 
 absl::Status MetricsServer::Start(std::string_view address) {
-  absl::Status status = CheckAddress(address);
-  if (!status.ok()) return status;
+  GRAMMARD_RETURN_IF_ERROR(CheckAddress(address));
   absl::MutexLock lock(&mu_);
   if (context_ != nullptr) {
     return absl::FailedPreconditionError(

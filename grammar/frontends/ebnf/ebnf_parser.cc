@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "grammar/base/status_macros.h"
 #include "grammar/base/utf8.h"
 
 namespace grammard::grammar {
@@ -54,21 +55,17 @@ class EbnfParser {
     }
     SkipSpace();
     while (pos_ < text_.size()) {
-      absl::Status status = ParseRule();
-      if (!status.ok()) return status;
+      GRAMMARD_RETURN_IF_ERROR(ParseRule());
     }
-    absl::Status status = ResolveReferences();
-    if (!status.ok()) return status;
+    GRAMMARD_RETURN_IF_ERROR(ResolveReferences());
     grammar_.root = grammar_.FindRule(root_rule);
     if (grammar_.root < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("EBNF error: the root rule \"", std::string(root_rule),
                        "\" is not defined"));
     }
-    status = CheckSizeLimit(grammar_, limits_);
-    if (!status.ok()) return status;
-    status = grammar_.Validate();
-    if (!status.ok()) return status;
+    GRAMMARD_RETURN_IF_ERROR(CheckSizeLimit(grammar_, limits_));
+    GRAMMARD_RETURN_IF_ERROR(grammar_.Validate());
     return std::move(grammar_);
   }
 
@@ -189,8 +186,7 @@ class EbnfParser {
     absl::StatusOr<int32_t> body = ParseChoice(/*depth=*/0);
     if (!body.ok()) return body.status();
     if (text_.substr(pos_, 2) == "(=") {
-      absl::Status status = ParseLookahead();
-      if (!status.ok()) return status;
+      GRAMMARD_RETURN_IF_ERROR(ParseLookahead());
       SkipSpace();
       if (!AtEnd() && !RuleDefinitionAt(pos_)) {
         return Error(pos_,
@@ -286,8 +282,7 @@ class EbnfParser {
         min = c == '+' ? 1 : 0;
         max = c == '?' ? 1 : kUnbounded;
       } else if (c == '{') {
-        absl::Status status = ParseBounds(&min, &max);
-        if (!status.ok()) return status;
+        GRAMMARD_RETURN_IF_ERROR(ParseBounds(&min, &max));
       } else {
         return result;
       }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "grammar/base/status_macros.h"
 #include "grammar/base/utf8.h"
 
 namespace grammard::grammar {
@@ -76,10 +77,8 @@ class RegexParser {
     if (!body.ok()) return body.status();
     if (!AtEnd()) return Error(pos_, "unmatched )");
     grammar_.root = grammar_.AddRule("root", *body);
-    absl::Status status = CheckSizeLimit(grammar_, limits_);
-    if (!status.ok()) return status;
-    status = grammar_.Validate();
-    if (!status.ok()) return status;
+    GRAMMARD_RETURN_IF_ERROR(CheckSizeLimit(grammar_, limits_));
+    GRAMMARD_RETURN_IF_ERROR(grammar_.Validate());
     return std::move(grammar_);
   }
 
@@ -143,8 +142,7 @@ class RegexParser {
         }
         (start ? anchors->start : anchors->end) = true;
         if (!start) end_anchor = term;
-        absl::Status status = RefuseQuantifier(start ? "^" : "$");
-        if (!status.ok()) return status;
+        GRAMMARD_RETURN_IF_ERROR(RefuseQuantifier(start ? "^" : "$"));
         continue;
       }
       if (end_anchor != std::string_view::npos) {
@@ -262,8 +260,7 @@ class RegexParser {
     const size_t open = pos_;
     ++pos_;
     if (Peek() == '?') {
-      absl::Status status = ParseGroupPrefix(open);
-      if (!status.ok()) return status;
+      GRAMMARD_RETURN_IF_ERROR(ParseGroupPrefix(open));
     }
     if (depth + 1 > limits_.max_nesting) {
       return Error(open,

@@ -451,9 +451,8 @@ absl::Status Converter::CollectEvaluated(int32_t loc, int depth,
   }
   if (auto it = n.find("allOf"); it != n.end() && it->is_array()) {
     for (size_t i = 0; i < it->size(); ++i) {
-      absl::Status s =
-          CollectEvaluated(doc_.Child(loc, "allOf", i), depth + 1, ev);
-      if (!s.ok()) return s;
+      GRAMMARD_RETURN_IF_ERROR(
+          CollectEvaluated(doc_.Child(loc, "allOf", i), depth + 1, ev));
     }
   }
   if (n.contains("$ref")) {
