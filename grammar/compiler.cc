@@ -715,8 +715,14 @@ absl::StatusOr<CompiledGrammar> GrammarCompiler::CompileRegex(
 
 absl::StatusOr<CompiledGrammar> GrammarCompiler::Compile(
     Grammar grammar, const CompileOptions& options) const {
+  // The one place grammars are normalised: front ends hand over what they
+  // built, and the size limit counts what is left once the root's
+  // unreachable rules are gone.
   auto normalized = Normalize(std::move(grammar), options.deadline);
   if (!normalized.ok()) return normalized.status();
+  GrammarLimits limits;
+  limits.max_exprs = options.max_grammar_exprs;
+  GRAMMARD_RETURN_IF_ERROR(CheckSizeLimit(*normalized, limits));
   Grammar merged = MergeEqualRules(*std::move(normalized));
   if (options.deadline.Passed()) return TooLong("merging equal rules");
   auto lowered = LowerToBytes(merged);

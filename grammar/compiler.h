@@ -39,6 +39,9 @@ struct CompileOptions {
   // Automaton states over all rules; past it compiling fails with
   // ResourceExhausted instead of using unbounded time and memory.
   int32_t max_states = 100000;
+  // The largest grammar (ExpandedSize, see grammar_ir.h) compiled, counted
+  // once unreachable rules are dropped; past it ResourceExhausted.
+  uint64_t max_grammar_exprs = uint64_t{1} << 20;
   // Once this passes (its time, or its flag raised) compiling stops with
   // DeadlineExceeded (checked between passes and every 64 automaton
   // states, so it overruns by at most their work).

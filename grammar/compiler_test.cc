@@ -828,6 +828,40 @@ TEST(CompilerTest, ErrorsNameTheProblem) {
   EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
 }
 
+// Front ends hand over grammars as built; Compile is where they are
+// normalised: unreachable rules are dropped before they count against the
+// size limit or are checked for left recursion, and what is left is bounded.
+TEST(CompilerTest, CompileNormalisesWhatFrontEndsHandOver) {
+  auto vocab = *Vocabulary::FromTokens({"a", "</s>"}, {1}, {1}, {});
+  GrammarCompiler compiler(vocab);
+  Grammar g;
+  g.root = g.AddRule("root", g.AddBytes("a"));
+  // Unreachable: one large rule, one left-recursive.
+  const int32_t large =
+      g.AddRule("large", g.AddRepeat(g.AddBytes("a"), 0, 5000));
+  const int32_t recursive = g.AddRule("recursive");
+  g.rules[recursive].body =
+      g.AddSequence({g.AddRuleRef(recursive), g.AddBytes("a")});
+  CompileOptions small;
+  small.max_grammar_exprs = 100;
+  absl::StatusOr<CompiledGrammar> compiled = compiler.Compile(g, small);
+  EXPECT_TRUE(compiled.ok()) << compiled.status();
+  // Reached, each is refused.
+  auto reaching = [&](int32_t rule) {
+    Grammar out = g;
+    out.rules[out.root].body =
+        out.AddChoice({out.AddBytes("a"), out.AddRuleRef(rule)});
+    return out;
+  };
+  compiled = compiler.Compile(reaching(large), small);
+  EXPECT_EQ(compiled.status().code(), absl::StatusCode::kResourceExhausted)
+      << compiled.status();
+  compiled = compiler.Compile(reaching(recursive));
+  EXPECT_NE(compiled.status().message().find("left recursion"),
+            std::string::npos)
+      << compiled.status();
+}
+
 // Speculative decoding rolls back whole drafts: 300 tokens back must land
 // exactly where the matcher was, masks included, in O(k).
 TEST(CompilerTest, RollbackReachesFarBack) {

@@ -154,26 +154,38 @@ absl::StatusOr<CompilePool::Submission> CompilePool::Submit(
         "compile: the constraint is ", bytes, " bytes; at most ",
         options_.max_constraint_bytes, " (--max_constraint_bytes)"));
   }
-  // Charged from here on: reading it (a JSON document several times its
-  // size) counts as much as keeping it queued.
-  if (!queue_bytes_.TryCharge(bytes)) {
+  auto over_budget = [&](int64_t charge, const char* what) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "compile: the constraints queued hold ", queue_bytes_.used(),
-        " bytes; this one's ", bytes, " would pass the budget of ",
+        " bytes; this one's ", charge, what, " would pass the budget of ",
         queue_bytes_.limit(), " (--compile_queue_bytes); retry later"));
-  }
-  absl::Cleanup uncharge = [&] { queue_bytes_.Release(bytes); };
-  absl::StatusOr<std::string> canonical;
+  };
+  // Charged from here on: reading it (a JSON document several times its
+  // size) counts as much as keeping it queued.
+  if (!queue_bytes_.TryCharge(bytes)) return over_budget(bytes, "");
+  int64_t charged = bytes;
+  absl::Cleanup uncharge = [&] { queue_bytes_.Release(charged); };
+  absl::StatusOr<ParsedConstraint> parsed;
   if (bytes > kLargeConstraintBytes) {
     // One large document read at a time: a dozen clients sending 6 MB
     // schemas at once took both cores from the decode steps for 160 ms.
     absl::MutexLock one_at_a_time(&large_reads_mu_);
-    canonical = CanonicalConstraint(constraint);
+    parsed = ParseConstraint(constraint);
   } else {
-    canonical = CanonicalConstraint(constraint);
+    parsed = ParseConstraint(constraint);
   }
-  if (!canonical.ok()) return canonical.status();
-  const std::string id = GrammarId(tokenizer->vocab->fingerprint(), *canonical);
+  if (!parsed.ok()) return parsed.status();
+  // What the task keeps is the parsed document, not the text: charge that.
+  if (parsed->bytes > charged) {
+    if (!queue_bytes_.TryCharge(parsed->bytes - charged)) {
+      return over_budget(parsed->bytes, " once parsed");
+    }
+  } else {
+    queue_bytes_.Release(charged - parsed->bytes);
+  }
+  charged = parsed->bytes;
+  const std::string id =
+      GrammarId(tokenizer->vocab->fingerprint(), parsed->canonical);
   // Both lookups under mu_: a finishing compile enters the cache before it
   // leaves in_flight_, so one of the two always has it. (Looking in the
   // cache outside mu_ let a compile finish between the lookups and be
@@ -206,8 +218,8 @@ absl::StatusOr<CompilePool::Submission> CompilePool::Submit(
   ClientQueue& queue =
       found != clients_.end() ? found->second : clients_[std::string(client)];
   if (queue.tasks.empty()) turns_.emplace_back(client);
-  queue.tasks.push_back(
-      Task{job, std::move(tokenizer), constraint, std::string(client), bytes});
+  queue.tasks.push_back(Task{job, std::move(tokenizer), *std::move(parsed),
+                             std::string(client), charged});
   ++queued_;
   UpdateQueueMetrics();
   return Submission{std::move(job), false};
@@ -414,8 +426,9 @@ std::shared_ptr<GrammarEntry> CompilePool::FromFleet(
   }
 }
 
-std::shared_ptr<GrammarEntry> CompilePool::Compile(const Task& task) {
+std::shared_ptr<GrammarEntry> CompilePool::Compile(Task& task) {
   metrics_->compiles_running->Add(1);
+  const char* kind = ConstraintKindName(task.constraint.spec);
   const auto start = std::chrono::steady_clock::now();
   CompileLimits limits;
   limits.deadline = grammar::Deadline(start + options_.timeout, &cancel_);
@@ -424,8 +437,8 @@ std::shared_ptr<GrammarEntry> CompilePool::Compile(const Task& task) {
   absl::StatusOr<CompiledConstraint> compiled =
       absl::InternalError("not compiled");
   try {
-    compiled =
-        CompileConstraint(*task.tokenizer->compiler, task.constraint, limits);
+    compiled = CompileConstraint(*task.tokenizer->compiler,
+                                 std::move(task.constraint), limits);
   } catch (const std::bad_alloc&) {
     // The sizes that grow a compile are bounded (states, expressions), so
     // this is the machine running out: not this constraint's fault, and
@@ -437,8 +450,7 @@ std::shared_ptr<GrammarEntry> CompilePool::Compile(const Task& task) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
   metrics_->compiles_running->Add(-1);
-  metrics_->CompileSeconds(ConstraintKindName(task.constraint))
-      ->Observe(seconds);
+  metrics_->CompileSeconds(kind)->Observe(seconds);
 
   auto entry = std::make_shared<GrammarEntry>();
   entry->id = task.job->id();

@@ -58,6 +58,7 @@
 #include "absl/synchronization/mutex.h"
 #include "proto/grammard.pb.h"
 #include "service/byte_budget.h"
+#include "service/constraint.h"
 #include "service/grammar_cache.h"
 #include "service/service_metrics.h"
 #include "service/shared_cache.h"
@@ -109,7 +110,8 @@ class CompilePool {
     // is ResourceExhausted.
     int max_queue = 256;
     int max_queue_per_client = 64;
-    // Bytes of the constraints queued or compiling; 0: no limit.
+    // Bytes the constraints queued or compiling hold (for the JSON kinds,
+    // the parsed document kept for the compile); 0: no limit.
     int64_t max_queue_bytes = int64_t{256} << 20;
     // The largest constraint (its wire size) that is compiled at all.
     int64_t max_constraint_bytes = int64_t{8} << 20;
@@ -168,7 +170,7 @@ class CompilePool {
   struct Task {
     std::shared_ptr<CompileJob> job;
     std::shared_ptr<const TokenizerEntry> tokenizer;
-    grammard::v1::Constraint constraint;
+    ParsedConstraint constraint;  // handed to the compile
     std::string client;
     int64_t bytes = 0;  // charged to queue_bytes_
   };
@@ -187,7 +189,7 @@ class CompilePool {
   // The background thread: classifies ahead for grammars in to_classify_.
   void ClassifyInBackground();
   // The compile itself, timed and counted.
-  std::shared_ptr<GrammarEntry> Compile(const Task& task);
+  std::shared_ptr<GrammarEntry> Compile(Task& task);
   // The grammar from the shared tier, waiting (until `until`) while another
   // replica holds the compile lease; null when this replica should compile
   // it, `*leased` saying whether it holds the lease.

@@ -400,7 +400,7 @@ TEST_F(CompilePoolTest, WaitsForTheLeaseHolderThenTakesOverWhenItGoes) {
   FakeSharedCache shared;
   CompilePool pool({}, &cache_, &metrics_, &shared);
   const std::string id = GrammarId(tokenizer_->vocab->fingerprint(),
-                                   *CanonicalConstraint(Regex("a+b")));
+                                   ParseConstraint(Regex("a+b"))->canonical);
   shared.leases_.insert(id);  // another replica compiles it
   auto submitted = pool.Submit(tokenizer_, Regex("a+b"));
   ASSERT_TRUE(submitted.ok());
@@ -426,7 +426,7 @@ TEST_F(CompilePoolTest, FailingSharedTierFallsBackToLocalCompiles) {
   // A damaged value is rejected, compiled again and replaced.
   shared.down_ = false;
   const std::string id = GrammarId(tokenizer_->vocab->fingerprint(),
-                                   *CanonicalConstraint(Regex("1+")));
+                                   ParseConstraint(Regex("1+"))->canonical);
   shared.values_[id] = "damaged";
   entry = Finish(pool, Regex("1+"));
   ASSERT_NE(entry, nullptr);
@@ -555,6 +555,29 @@ TEST_F(CompilePoolTest, OversizedConstraintsAreRefusedUnread) {
       pool->Submit(tokenizer_, Schema("{" + std::string(200, ' '))).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
   EXPECT_NE(s.message().find("--max_constraint_bytes"), std::string::npos) << s;
+}
+
+// A queued schema is kept parsed, not as text: the budget counts the parsed
+// document, which is several times the text, and gives it back when the
+// compile is done.
+TEST_F(CompilePoolTest, TheBudgetCountsTheParsedDocumentAQueuedSchemaKeeps) {
+  std::string schema = R"({"enum": [0)";
+  for (int i = 1; i < 20000; ++i) schema += "," + std::to_string(i);
+  schema += "]}";
+  const int64_t parsed = ParseConstraint(Schema(schema))->bytes;
+  ASSERT_GT(parsed, 2 * static_cast<int64_t>(schema.size()));
+  CompilePool::Options o;
+  o.max_queue_bytes = (static_cast<int64_t>(schema.size()) + parsed) / 2;
+  auto pool = Pool(o);
+  const absl::Status s = pool->Submit(tokenizer_, Schema(schema)).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_NE(s.message().find("--compile_queue_bytes"), std::string::npos) << s;
+  EXPECT_EQ(metrics_.compile_queue_bytes->Value(), 0);
+  o.max_queue_bytes = parsed;
+  pool = Pool(o);
+  EXPECT_NE(Finish(*pool, Schema(schema)), nullptr);
+  pool.reset();  // the job's result comes before its charge is given back
+  EXPECT_EQ(metrics_.compile_queue_bytes->Value(), 0);
 }
 
 }  // namespace

@@ -49,17 +49,16 @@ Json Canonical(const Json& value, bool keep_order) {
   return out;
 }
 
-absl::StatusOr<std::string> CanonicalJson(std::string_view text,
-                                          std::string_view what,
-                                          int max_depth) {
+absl::StatusOr<Json> ReadJson(std::string_view text, std::string_view what,
+                              int max_depth) {
   // The front end's own bound: a deeper text fails there anyway, and the
-  // recursive walk below must not meet it first.
+  // recursive walk of Canonical must not meet it first.
   absl::StatusOr<Json> parsed = grammar::ParseBoundedJson(text, max_depth);
   if (!parsed.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(std::string(what), ": ", parsed.status().message()));
   }
-  return Canonical(*parsed, false).dump();
+  return parsed;
 }
 
 std::string CanonicalOptions(const JsonOptions& o) {
@@ -115,43 +114,15 @@ absl::Status Prefixed(const absl::Status& status, std::string_view kind) {
                       absl::StrCat(std::string(kind), ": ", status.message()));
 }
 
-}  // namespace
-
-const char* ConstraintKindName(const Constraint& constraint) {
-  switch (constraint.kind_case()) {
-    case Constraint::kJsonSchema:
-      return "json_schema";
-    case Constraint::kJsonObject:
-      return "json_object";
-    case Constraint::kRegex:
-      return "regex";
-    case Constraint::kGrammar:
-      return "grammar";
-    case Constraint::kChoice:
-      return "choice";
-    case Constraint::kStructuralTag:
-      return "structural_tag";
-    case Constraint::KIND_NOT_SET:
-      break;
-  }
-  return "unset";
-}
-
-absl::StatusOr<std::string> CanonicalConstraint(const Constraint& constraint) {
-  GRAMMARD_RETURN_IF_ERROR(CheckConstraintUtf8(constraint));
+absl::StatusOr<std::string> CanonicalText(const Constraint& constraint,
+                                          const Json& json) {
   const std::string kind = ConstraintKindName(constraint);
   switch (constraint.kind_case()) {
     case Constraint::kJsonSchema:
-    case Constraint::kStructuralTag: {
-      const bool schema = constraint.kind_case() == Constraint::kJsonSchema;
-      absl::StatusOr<std::string> spec = CanonicalJson(
-          schema ? constraint.json_schema() : constraint.structural_tag(), kind,
-          schema ? grammar::kMaxSchemaJsonDepth
-                 : grammar::kMaxStructuralTagJsonDepth);
-      if (!spec.ok()) return spec.status();
-      return absl::StrCat(
-          kind, "|", CanonicalOptions(constraint.json_options()), "|", *spec);
-    }
+    case Constraint::kStructuralTag:
+      return absl::StrCat(kind, "|",
+                          CanonicalOptions(constraint.json_options()), "|",
+                          Canonical(json, false).dump());
     case Constraint::kJsonObject:
       return absl::StrCat(kind, "|",
                           CanonicalOptions(constraint.json_options()));
@@ -177,9 +148,62 @@ absl::StatusOr<std::string> CanonicalConstraint(const Constraint& constraint) {
       "structural_tag is set");
 }
 
+}  // namespace
+
+const char* ConstraintKindName(const Constraint& constraint) {
+  switch (constraint.kind_case()) {
+    case Constraint::kJsonSchema:
+      return "json_schema";
+    case Constraint::kJsonObject:
+      return "json_object";
+    case Constraint::kRegex:
+      return "regex";
+    case Constraint::kGrammar:
+      return "grammar";
+    case Constraint::kChoice:
+      return "choice";
+    case Constraint::kStructuralTag:
+      return "structural_tag";
+    case Constraint::KIND_NOT_SET:
+      break;
+  }
+  return "unset";
+}
+
+absl::StatusOr<ParsedConstraint> ParseConstraint(const Constraint& constraint) {
+  GRAMMARD_RETURN_IF_ERROR(CheckConstraintUtf8(constraint));
+  ParsedConstraint out;
+  const bool schema = constraint.kind_case() == Constraint::kJsonSchema;
+  if (schema || constraint.kind_case() == Constraint::kStructuralTag) {
+    absl::StatusOr<Json> json = ReadJson(
+        schema ? constraint.json_schema() : constraint.structural_tag(),
+        ConstraintKindName(constraint),
+        schema ? grammar::kMaxSchemaJsonDepth
+               : grammar::kMaxStructuralTagJsonDepth);
+    if (!json.ok()) return json.status();
+    out.json = *std::move(json);
+    // The text is not kept: the kind stays set, with nothing in it.
+    *out.spec.mutable_json_options() = constraint.json_options();
+    if (schema) {
+      out.spec.set_json_schema("");
+    } else {
+      out.spec.set_structural_tag("");
+    }
+  } else {
+    out.spec = constraint;
+  }
+  absl::StatusOr<std::string> canonical = CanonicalText(out.spec, out.json);
+  if (!canonical.ok()) return canonical.status();
+  out.canonical = *std::move(canonical);
+  out.bytes = static_cast<int64_t>(out.spec.ByteSizeLong()) +
+              grammar::JsonHeapBytes(out.json);
+  return out;
+}
+
 absl::StatusOr<CompiledConstraint> CompileConstraint(
-    const grammar::GrammarCompiler& compiler, const Constraint& constraint,
+    const grammar::GrammarCompiler& compiler, ParsedConstraint parsed,
     const CompileLimits& limits) {
+  const Constraint& constraint = parsed.spec;
   const char* kind = ConstraintKindName(constraint);
   grammar::CompileOptions options;
   options.deadline = limits.deadline;
@@ -191,10 +215,10 @@ absl::StatusOr<CompiledConstraint> CompileConstraint(
   switch (constraint.kind_case()) {
     case Constraint::kJsonSchema:
     case Constraint::kJsonObject: {
-      auto converted = grammar::JsonSchemaToGrammar(
+      auto converted = grammar::ParsedJsonSchemaToGrammar(
           constraint.kind_case() == Constraint::kJsonSchema
-              ? std::string_view(constraint.json_schema())
-              : std::string_view(R"({"type": "object"})"),
+              ? std::move(parsed.json)
+              : Json{{"type", "object"}},
           ToSchemaOptions(constraint.json_options(), limits));
       if (!converted.ok()) return Prefixed(converted.status(), kind);
       dropped = std::move(converted->dropped);
@@ -202,8 +226,8 @@ absl::StatusOr<CompiledConstraint> CompileConstraint(
       break;
     }
     case Constraint::kStructuralTag: {
-      auto converted = grammar::StructuralTagGrammar(
-          constraint.structural_tag(),
+      auto converted = grammar::ParsedStructuralTagGrammar(
+          std::move(parsed.json),
           ToSchemaOptions(constraint.json_options(), limits));
       if (!converted.ok()) return Prefixed(converted.status(), kind);
       dropped = std::move(converted->dropped);
@@ -230,10 +254,18 @@ absl::StatusOr<CompiledConstraint> CompileConstraint(
       break;
     }
     case Constraint::KIND_NOT_SET:
-      return CanonicalConstraint(constraint).status();
+      return CanonicalText(constraint, parsed.json).status();
   }
   if (!compiled.ok()) return Prefixed(compiled.status(), kind);
   return CompiledConstraint{*std::move(compiled), std::move(dropped)};
+}
+
+absl::StatusOr<CompiledConstraint> CompileConstraint(
+    const grammar::GrammarCompiler& compiler, const Constraint& constraint,
+    const CompileLimits& limits) {
+  absl::StatusOr<ParsedConstraint> parsed = ParseConstraint(constraint);
+  if (!parsed.ok()) return parsed.status();
+  return CompileConstraint(compiler, *std::move(parsed), limits);
 }
 
 }  // namespace grammard::service

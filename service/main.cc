@@ -68,7 +68,8 @@ ABSL_FLAG(int, compile_queue_per_client, 64,
           "Compiles one client connection may have waiting; compiles are "
           "served round robin over clients.");
 ABSL_FLAG(int64_t, compile_queue_bytes, int64_t{256} << 20,
-          "Bytes of constraint text queued or compiling, over all clients.");
+          "Bytes the constraints queued or compiling hold (for schemas and "
+          "structural tags, their parsed JSON), over all clients.");
 ABSL_FLAG(int64_t, max_constraint_bytes, int64_t{8} << 20,
           "The largest constraint compiled (MaskBench's largest schema is "
           "544 KB).");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -88,6 +89,54 @@ absl::StatusOr<nlohmann::ordered_json> ParseBoundedJson(std::string_view text,
         "not valid JSON: number overflow (a number beyond the range of a "
         "double)");
   }
+}
+
+absl::Status CheckJsonDepth(const nlohmann::ordered_json& value,
+                            int max_depth) {
+  std::vector<std::pair<const nlohmann::ordered_json*, int>> stack = {
+      {&value, 0}};
+  while (!stack.empty()) {
+    const auto [v, depth] = stack.back();
+    stack.pop_back();
+    if (!v->is_structured()) continue;
+    if (depth >= max_depth) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("JSON nested deeper than ", max_depth, " levels"));
+    }
+    for (const auto& child : *v) stack.emplace_back(&child, depth + 1);
+  }
+  return absl::OkStatus();
+}
+
+int64_t JsonHeapBytes(const nlohmann::ordered_json& value) {
+  using Json = nlohmann::ordered_json;
+  const size_t inline_chars = std::string().capacity();
+  auto string_bytes = [&](const std::string& s) -> int64_t {
+    return s.capacity() > inline_chars ? s.capacity() + 1 : 0;
+  };
+  int64_t bytes = 0;
+  std::vector<const Json*> stack = {&value};
+  while (!stack.empty()) {
+    const Json* v = stack.back();
+    stack.pop_back();
+    if (v->is_object()) {
+      const auto& members = v->get_ref<const Json::object_t&>();
+      bytes += sizeof(members) +
+               members.capacity() * sizeof(Json::object_t::value_type);
+      for (const auto& [key, member] : members) {
+        bytes += string_bytes(key);
+        stack.push_back(&member);
+      }
+    } else if (v->is_array()) {
+      const auto& items = v->get_ref<const Json::array_t&>();
+      bytes += sizeof(items) + items.capacity() * sizeof(Json);
+      for (const Json& item : items) stack.push_back(&item);
+    } else if (v->is_string()) {
+      const auto& s = v->get_ref<const std::string&>();
+      bytes += sizeof(s) + string_bytes(s);
+    }
+  }
+  return bytes;
 }
 
 }  // namespace grammard::grammar

@@ -6,11 +6,12 @@
 // took 20 s to parse and convert (arrays have no keys: no such bound). So the
 // text is scanned for both first, and parsed only within the bounds.
 //
-// Cost: one pass over the text, then nlohmann's parse. Thread-safety: a
-// pure function.
+// Cost: one pass over the text, then nlohmann's parse. Thread-safety: pure
+// functions.
 #ifndef GRAMMARD_GRAMMAR_BASE_BOUNDED_JSON_H_
 #define GRAMMARD_GRAMMAR_BASE_BOUNDED_JSON_H_
 
+#include <cstdint>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -30,6 +31,15 @@ inline constexpr int kMaxJsonObjectMembers = 10000;
 // C: <why>" (callers say what the text was).
 absl::StatusOr<nlohmann::ordered_json> ParseBoundedJson(std::string_view text,
                                                         int max_depth);
+
+// The same depth bound for a value already parsed (a schema inside a larger
+// document): "JSON nested deeper than <max_depth> levels". Iterative,
+// linear in the value.
+absl::Status CheckJsonDepth(const nlohmann::ordered_json& value, int max_depth);
+
+// About how much heap `value` holds (its containers' storage and long
+// strings), for budgets that count parsed documents. Linear in the value.
+int64_t JsonHeapBytes(const nlohmann::ordered_json& value);
 
 }  // namespace grammard::grammar
 

@@ -83,5 +83,37 @@ TEST(ParseBoundedJson, RefusesTextThatIsNotJson) {
   EXPECT_EQ(value->dump(), R"({"b":1,"a":[true]})");  // order kept
 }
 
+TEST(CheckJsonDepth, BoundsParsedValuesAsTheParserDoes) {
+  for (int depth = 1; depth < 6; ++depth) {
+    const std::string text =
+        std::string(depth, '[') + "1" + std::string(depth, ']');
+    auto value = ParseBoundedJson(text, 8);
+    ASSERT_TRUE(value.ok());
+    // The same verdict as parsing with the bound 3.
+    EXPECT_EQ(CheckJsonDepth(*value, 3).ok(), ParseBoundedJson(text, 3).ok())
+        << text;
+  }
+  absl::Status s = CheckJsonDepth(nlohmann::ordered_json::parse("[[[]]]"), 2);
+  EXPECT_EQ(s.message(), "JSON nested deeper than 2 levels") << s;
+}
+
+TEST(JsonHeapBytes, GrowsWithWhatTheValueHolds) {
+  using Json = nlohmann::ordered_json;
+  EXPECT_EQ(JsonHeapBytes(Json(1)), 0);
+  const int64_t empty = JsonHeapBytes(Json::array());
+  const int64_t one = JsonHeapBytes(Json::parse("[1]"));
+  EXPECT_GE(one - empty, static_cast<int64_t>(sizeof(Json)));
+  // A long string counts its characters; a short one lives inline.
+  const int64_t long_string = JsonHeapBytes(Json(std::string(1000, 'x')));
+  EXPECT_GT(long_string, 1000);
+  EXPECT_LT(JsonHeapBytes(Json("x")), 100);
+  // Keys too.
+  EXPECT_GT(JsonHeapBytes(Json::object({{std::string(500, 'k'), 1}})), 500);
+  // A document of 100,000 short strings holds several times its text.
+  Json many = Json::array();
+  for (int i = 0; i < 100000; ++i) many.push_back("v" + std::to_string(i));
+  EXPECT_GT(JsonHeapBytes(many), static_cast<int64_t>(many.dump().size()));
+}
+
 }  // namespace
 }  // namespace grammard::grammar

@@ -6,7 +6,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "grammar/base/utf8.h"
-#include "grammar/ir/grammar_passes.h"
 
 namespace grammard::grammar {
 
@@ -29,7 +28,7 @@ absl::StatusOr<Grammar> ChoiceGrammar(const std::vector<std::string>& choices) {
     }
   }
   g.root = g.AddRule("root", g.AddChoice(std::move(alternatives)));
-  return Normalize(std::move(g));
+  return g;
 }
 
 }  // namespace grammard::grammar

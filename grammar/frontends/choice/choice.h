@@ -6,7 +6,8 @@
 //
 // Strings are literal bytes (quotes, backslashes and newlines included) and
 // must be valid UTF-8; duplicates are merged and the empty string is a valid
-// choice. The result is validated and normalised, like every front end's.
+// choice. GrammarCompiler::Compile validates and normalises the result, as it
+// does every front end's.
 //
 // Cost: linear in the total length of the strings. The compiler turns the
 // alternatives into a trie, so long lists cost states in proportion to their

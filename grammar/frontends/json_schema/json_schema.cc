@@ -6,7 +6,6 @@
 #include "grammar/base/status_macros.h"
 #include "grammar/frontends/json_schema/internal/converter.h"
 #include "grammar/frontends/json_schema/internal/schema_doc.h"
-#include "grammar/ir/grammar_passes.h"
 
 namespace grammard::grammar {
 namespace {
@@ -79,20 +78,15 @@ absl::StatusOr<jsi::JsonLayout> ToLayout(const JsonSchemaOptions& options) {
   return layout;
 }
 
-}  // namespace
-
-absl::StatusOr<JsonSchemaResult> JsonSchemaToGrammar(
-    std::string_view schema_json, const JsonSchemaOptions& options) {
-  absl::StatusOr<jsi::JsonLayout> layout = ToLayout(options);
-  if (!layout.ok()) return layout.status();
-  absl::StatusOr<std::unique_ptr<jsi::SchemaDoc>> doc = jsi::SchemaDoc::Parse(
-      schema_json, ToDraft(options.default_draft), options.documents);
+absl::StatusOr<JsonSchemaResult> Convert(
+    const jsi::JsonLayout& layout,
+    absl::StatusOr<std::unique_ptr<jsi::SchemaDoc>> doc,
+    const JsonSchemaOptions& options) {
   if (!doc.ok()) return doc.status();
-
   jsi::ConvertOptions convert;
   convert.strict = options.strict;
   convert.order = ToOrder(options.property_order);
-  convert.layout = *layout;
+  convert.layout = layout;
   convert.layout.any_member_order =
       options.property_order == JsonPropertyOrder::kAny ||
       options.property_order == JsonPropertyOrder::kAnyWhenSmall ||
@@ -108,19 +102,37 @@ absl::StatusOr<JsonSchemaResult> JsonSchemaToGrammar(
   std::vector<jsi::DroppedKeyword> dropped;
   GRAMMARD_RETURN_IF_ERROR(
       jsi::ConvertSchema(doc->get(), convert, &raw, &dropped));
-  absl::StatusOr<Grammar> grammar = Normalize(std::move(raw), options.deadline);
-  if (!grammar.ok()) return grammar.status();
-  GrammarLimits limits;
-  limits.max_exprs = options.max_grammar_exprs;
-  GRAMMARD_RETURN_IF_ERROR(CheckSizeLimit(*grammar, limits));
-
   JsonSchemaResult result;
-  result.grammar = *std::move(grammar);
+  result.grammar = std::move(raw);
   for (jsi::DroppedKeyword& d : dropped) {
     result.dropped.push_back(DroppedKeyword{
         std::move(d.keyword), std::move(d.pointer), std::move(d.reason)});
   }
   return result;
+}
+
+}  // namespace
+
+absl::StatusOr<JsonSchemaResult> JsonSchemaToGrammar(
+    std::string_view schema_json, const JsonSchemaOptions& options) {
+  absl::StatusOr<jsi::JsonLayout> layout = ToLayout(options);
+  if (!layout.ok()) return layout.status();
+  return Convert(
+      *layout,
+      jsi::SchemaDoc::Parse(schema_json, ToDraft(options.default_draft),
+                            options.documents),
+      options);
+}
+
+absl::StatusOr<JsonSchemaResult> ParsedJsonSchemaToGrammar(
+    nlohmann::ordered_json schema, const JsonSchemaOptions& options) {
+  absl::StatusOr<jsi::JsonLayout> layout = ToLayout(options);
+  if (!layout.ok()) return layout.status();
+  return Convert(
+      *layout,
+      jsi::SchemaDoc::FromJson(
+          std::move(schema), ToDraft(options.default_draft), options.documents),
+      options);
 }
 
 }  // namespace grammard::grammar

@@ -64,6 +64,7 @@
 #include "absl/status/statusor.h"
 #include "grammar/base/deadline.h"
 #include "grammar/ir/grammar_ir.h"
+#include "nlohmann/json.hpp"
 
 namespace grammard::grammar {
 
@@ -112,7 +113,8 @@ struct JsonSchemaOptions {
   // Once this passes (its time, or its flag raised) the conversion fails
   // with DeadlineExceeded.
   Deadline deadline{};
-  // The largest grammar (ExpandedSize, see grammar_ir.h) to return.
+  // Expressions the conversion may build; past it ResourceExhausted (the
+  // compiler bounds what it compiles again: CompileOptions).
   uint64_t max_grammar_exprs = uint64_t{1} << 20;
   // Alternatives one schema may expand into through anyOf/oneOf/allOf.
   int32_t max_alternatives = 512;
@@ -132,7 +134,8 @@ struct DroppedKeyword {
 };
 
 struct JsonSchemaResult {
-  // Code point level (kCharClass), validated and normalised.
+  // Code point level (kCharClass), as built: GrammarCompiler::Compile is
+  // where every front end's grammar is validated and normalised.
   Grammar grammar;
   // Always empty in strict mode.
   std::vector<DroppedKeyword> dropped;
@@ -144,6 +147,11 @@ struct JsonSchemaResult {
 // DeadlineExceeded when a limit above is reached.
 absl::StatusOr<JsonSchemaResult> JsonSchemaToGrammar(
     std::string_view schema_json, const JsonSchemaOptions& options = {});
+// The same for a schema already parsed (ParseBoundedJson, base/
+// bounded_json.h), so that a caller who read it (for a cache key, or as
+// part of a larger document) does not have it parsed twice.
+absl::StatusOr<JsonSchemaResult> ParsedJsonSchemaToGrammar(
+    nlohmann::ordered_json schema, const JsonSchemaOptions& options = {});
 
 }  // namespace grammard::grammar
 

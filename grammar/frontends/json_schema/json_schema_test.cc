@@ -43,6 +43,31 @@ void ExpectRefused(const std::string& schema, const std::string& pointer) {
       << r.status();
 }
 
+// A caller who parsed the schema gets the grammar the text gives, under
+// the same bounds.
+TEST(JsonSchemaTest, AParsedSchemaGivesTheGrammarItsTextGives) {
+  for (const char* schema :
+       {R"({"type": "object", "properties": {"b": {"enum": [1, "x"]},
+            "a": {"type": "string", "pattern": "^[a-z]+$"}},
+            "required": ["a"]})",
+        R"({"$defs": {"n": {"anyOf": [{"type": "integer"},
+            {"type": "array", "items": {"$ref": "#/$defs/n"}}]}},
+            "$ref": "#/$defs/n"})",
+        "true"}) {
+    absl::StatusOr<JsonSchemaResult> text = JsonSchemaToGrammar(schema);
+    absl::StatusOr<JsonSchemaResult> parsed =
+        ParsedJsonSchemaToGrammar(nlohmann::ordered_json::parse(schema));
+    ASSERT_TRUE(text.ok() && parsed.ok()) << schema;
+    EXPECT_TRUE(StructurallyEqual(text->grammar, parsed->grammar)) << schema;
+  }
+  const std::string deep = std::string(600, '[') + std::string(600, ']');
+  const std::string schema = R"({"const": )" + deep + "}";
+  EXPECT_EQ(JsonSchemaToGrammar(schema).status(),
+            ParsedJsonSchemaToGrammar(nlohmann::ordered_json::parse(schema))
+                .status());
+  EXPECT_FALSE(JsonSchemaToGrammar(schema).ok());
+}
+
 TEST(JsonSchemaTest, Types) {
   Expect(R"({"type": "integer"})", {"0", "-12", "1.0", "10"},
          {"1.5", "\"1\"", "01", "-0", "null"});

@@ -13,7 +13,6 @@
 #include "grammar/base/bounded_json.h"
 #include "grammar/base/status_macros.h"
 #include "grammar/base/utf8.h"
-#include "grammar/ir/grammar_passes.h"
 #include "nlohmann/json.hpp"
 
 namespace grammard::grammar {
@@ -32,19 +31,9 @@ std::string PointerToken(const std::string& key) {
   return absl::StrReplaceAll(key, {{"~", "~0"}, {"/", "~1"}});
 }
 
-absl::StatusOr<Json> ParseSpec(std::string_view text) {
-  absl::StatusOr<Json> parsed =
-      ParseBoundedJson(text, kMaxStructuralTagJsonDepth);
-  if (!parsed.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("structural tag: ", parsed.status().message()));
-  }
-  Json spec = *std::move(parsed);
-  if (!spec.is_object()) {
-    return absl::InvalidArgumentError(
-        "structural tag: the spec must be a JSON object");
-  }
-  return spec;
+absl::Status NotJson(const absl::Status& status) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("structural tag: ", status.message()));
 }
 
 struct Structure {
@@ -74,7 +63,8 @@ absl::Status ReadTriggers(const Json& spec, Spec* out) {
   return absl::OkStatus();
 }
 
-absl::Status ReadStructure(const Json& s, const std::string& pointer,
+// Moves the schema out of `s`.
+absl::Status ReadStructure(Json& s, const std::string& pointer,
                            const std::vector<std::string>& triggers,
                            Structure* out) {
   if (!s.is_object()) return At(pointer, "must be an object");
@@ -104,14 +94,18 @@ absl::Status ReadStructure(const Json& s, const std::string& pointer,
   if (!schema->is_object() && !schema->is_boolean()) {
     return At(pointer + "/schema", "must be a JSON schema (object or boolean)");
   }
-  out->schema = *schema;
+  out->schema = std::move(*schema);
   return absl::OkStatus();
 }
 
-absl::StatusOr<Spec> ReadSpec(std::string_view text) {
-  absl::StatusOr<Json> spec = ParseSpec(text);
-  if (!spec.ok()) return spec.status();
-  for (const auto& [key, value] : spec->items()) {
+absl::StatusOr<Spec> ReadSpec(Json spec) {
+  absl::Status deep = CheckJsonDepth(spec, kMaxStructuralTagJsonDepth);
+  if (!deep.ok()) return NotJson(deep);
+  if (!spec.is_object()) {
+    return absl::InvalidArgumentError(
+        "structural tag: the spec must be a JSON object");
+  }
+  for (const auto& [key, value] : spec.items()) {
     if (key == "type") {
       if (value != "structural_tag") {
         return At("/type", "must be \"structural_tag\"");
@@ -122,9 +116,9 @@ absl::StatusOr<Spec> ReadSpec(std::string_view text) {
     }
   }
   Spec out;
-  GRAMMARD_RETURN_IF_ERROR(ReadTriggers(*spec, &out));
-  auto structures = spec->find("structures");
-  if (structures == spec->end()) return At("/structures", "missing");
+  GRAMMARD_RETURN_IF_ERROR(ReadTriggers(spec, &out));
+  auto structures = spec.find("structures");
+  if (structures == spec.end()) return At("/structures", "missing");
   if (!structures->is_array()) return At("/structures", "must be an array");
   out.structures.resize(structures->size());
   for (size_t i = 0; i < structures->size(); ++i) {
@@ -266,15 +260,23 @@ int32_t Append(const Grammar& src, const std::string& prefix, Grammar* dst) {
 
 absl::StatusOr<StructuralTagResult> StructuralTagGrammar(
     std::string_view spec_json, const JsonSchemaOptions& options) {
-  absl::StatusOr<Spec> spec = ReadSpec(spec_json);
+  absl::StatusOr<Json> parsed =
+      ParseBoundedJson(spec_json, kMaxStructuralTagJsonDepth);
+  if (!parsed.ok()) return NotJson(parsed.status());
+  return ParsedStructuralTagGrammar(*std::move(parsed), options);
+}
+
+absl::StatusOr<StructuralTagResult> ParsedStructuralTagGrammar(
+    nlohmann::ordered_json spec_json, const JsonSchemaOptions& options) {
+  absl::StatusOr<Spec> spec = ReadSpec(std::move(spec_json));
   if (!spec.ok()) return spec.status();
 
   StructuralTagResult result;
   std::vector<Grammar> schemas;
   for (size_t k = 0; k < spec->structures.size(); ++k) {
     const std::string pointer = absl::StrCat("/structures/", k, "/schema");
-    absl::StatusOr<JsonSchemaResult> schema =
-        JsonSchemaToGrammar(spec->structures[k].schema.dump(), options);
+    absl::StatusOr<JsonSchemaResult> schema = ParsedJsonSchemaToGrammar(
+        std::move(spec->structures[k].schema), options);
     if (!schema.ok()) {
       return absl::Status(schema.status().code(),
                           absl::StrCat("structural tag: ", pointer, ": ",
@@ -361,12 +363,7 @@ absl::StatusOr<StructuralTagResult> StructuralTagGrammar(
     g.rules[text_rules[i]].body = g.AddChoice(std::move(alternatives));
   }
 
-  absl::StatusOr<Grammar> normalized = Normalize(std::move(g));
-  if (!normalized.ok()) return normalized.status();
-  GrammarLimits limits;
-  limits.max_exprs = options.max_grammar_exprs;
-  GRAMMARD_RETURN_IF_ERROR(CheckSizeLimit(*normalized, limits));
-  result.grammar = *std::move(normalized);
+  result.grammar = std::move(g);
   return result;
 }
 

@@ -30,7 +30,7 @@
 //
 // Cost: linear in the triggers' total length times their distinct code
 // points, plus one JsonSchemaToGrammar per structure (each bounded by
-// `options`; the merged grammar by options.max_grammar_exprs).
+// `options`; the merged grammar by the compiler's max_grammar_exprs).
 // Thread-safety: a pure function; call it from any number of threads.
 #ifndef GRAMMARD_GRAMMAR_FRONTENDS_STRUCTURAL_TAG_STRUCTURAL_TAG_H_
 #define GRAMMARD_GRAMMAR_FRONTENDS_STRUCTURAL_TAG_STRUCTURAL_TAG_H_
@@ -41,11 +41,13 @@
 #include "absl/status/statusor.h"
 #include "grammar/frontends/json_schema/json_schema.h"
 #include "grammar/ir/grammar_ir.h"
+#include "nlohmann/json.hpp"
 
 namespace grammard::grammar {
 
 struct StructuralTagResult {
-  // Code point level (kCharClass), validated and normalised.
+  // Code point level (kCharClass), as built: GrammarCompiler::Compile is
+  // where every front end's grammar is validated and normalised.
   Grammar grammar;
   // What lenient conversion dropped from the schemas; each pointer names its
   // structure, e.g. "/structures/0/schema#/uniqueItems".
@@ -58,6 +60,9 @@ struct StructuralTagResult {
 // own error keeps its code, prefixed with "/structures/<i>/schema".
 absl::StatusOr<StructuralTagResult> StructuralTagGrammar(
     std::string_view spec_json, const JsonSchemaOptions& options = {});
+// The same for a spec already parsed (ParseBoundedJson).
+absl::StatusOr<StructuralTagResult> ParsedStructuralTagGrammar(
+    nlohmann::ordered_json spec, const JsonSchemaOptions& options = {});
 
 }  // namespace grammard::grammar
 

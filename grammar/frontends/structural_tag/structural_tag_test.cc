@@ -274,6 +274,17 @@ TEST(StructuralTagErrorsTest, NameTheProblemAndWhere) {
            "triggers": ["<"]})",
        absl::StatusCode::kNotFound, "/structures/0/schema: "},
   };
+  // A schema is bounded as deep as one sent on its own, well inside the
+  // spec's own bound.
+  const std::string deep_schema =
+      R"({"structures": [{"begin": "<a>", "end": "", "schema": {"const": )" +
+      std::string(600, '[') + std::string(600, ']') +
+      R"(}}], "triggers": ["<"]})";
+  absl::StatusOr<StructuralTagResult> deep = StructuralTagGrammar(deep_schema);
+  EXPECT_NE(deep.status().message().find(
+                "/structures/0/schema: JSON nested deeper than 512 levels"),
+            std::string::npos)
+      << deep.status();
   for (const Case& c : cases) {
     absl::StatusOr<StructuralTagResult> r = StructuralTagGrammar(c.spec);
     EXPECT_EQ(r.status().code(), c.code) << c.spec << "\n" << r.status();

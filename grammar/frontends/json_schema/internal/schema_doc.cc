@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "grammar/base/bounded_json.h"
+#include "grammar/base/status_macros.h"
 
 namespace grammard::grammar::json_schema_internal {
 namespace {
@@ -232,13 +233,20 @@ absl::StatusOr<std::unique_ptr<SchemaDoc>> SchemaDoc::Parse(
     const std::map<std::string, std::string>& extra_documents) {
   absl::StatusOr<Json> root = ParseJson(text);
   if (!root.ok()) return root.status();
-  if (!root->is_object() && !root->is_boolean()) {
+  return FromJson(*std::move(root), default_draft, extra_documents);
+}
+
+absl::StatusOr<std::unique_ptr<SchemaDoc>> SchemaDoc::FromJson(
+    Json root, Draft default_draft,
+    const std::map<std::string, std::string>& extra_documents) {
+  GRAMMARD_RETURN_IF_ERROR(CheckJsonDepth(root, kMaxJsonDepth));
+  if (!root.is_object() && !root.is_boolean()) {
     return absl::InvalidArgumentError(
         "a JSON Schema must be an object or a boolean");
   }
   std::unique_ptr<SchemaDoc> doc(new SchemaDoc());
-  doc->draft_ = DraftOf(*root, default_draft);
-  doc->documents_.push_back(std::make_unique<Json>(*std::move(root)));
+  doc->draft_ = DraftOf(root, default_draft);
+  doc->documents_.push_back(std::make_unique<Json>(std::move(root)));
   doc->Intern(&doc->true_, "", kDefaultBase);
   doc->Intern(&doc->false_, "", kDefaultBase);
   const Json& r = *doc->documents_[0];

@@ -59,6 +59,11 @@ class SchemaDoc {
   static absl::StatusOr<std::unique_ptr<SchemaDoc>> Parse(
       std::string_view text, Draft default_draft,
       const std::map<std::string, std::string>& extra_documents = {});
+  // The same for a root already parsed (nested at most kMaxJsonDepth deep,
+  // else InvalidArgument).
+  static absl::StatusOr<std::unique_ptr<SchemaDoc>> FromJson(
+      Json root, Draft default_draft,
+      const std::map<std::string, std::string>& extra_documents = {});
 
   SchemaDoc(const SchemaDoc&) = delete;
   SchemaDoc& operator=(const SchemaDoc&) = delete;
