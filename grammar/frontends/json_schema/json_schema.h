@@ -15,7 +15,8 @@
 // properties, patternProperties, additionalProperties, required,
 // propertyNames, min/maxProperties, dependentRequired, dependentSchemas,
 // items/prefixItems/additionalItems, min/maxItems, contains with
-// min/maxContains, uniqueItems among listed values, allOf, anyOf, oneOf
+// min/maxContains (up to four on one array, counted together), uniqueItems
+// among listed values, allOf, anyOf, oneOf
 // (exact when the branches are provably disjoint, else as "this branch and
 // not the others"), not and if/then/else where the negation is expressible,
 // $ref to $defs, definitions, JSON pointers, $anchor and $id, including

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "grammar/ir/utf8_lowering.h"
 #include "grammar/testing/earley_oracle.h"
 #include "gtest/gtest.h"
@@ -264,6 +266,78 @@ TEST(JsonSchemaTest, Arrays) {
   Expect(R"({"$schema": "http://json-schema.org/draft-07/schema#",
              "items": [{"type": "integer"}], "additionalItems": false})",
          {"[1]"}, {"[1,2]"});
+}
+
+// Several contains on one array, each with its own bounds, against a
+// direct count over every array of up to 4 items from a small alphabet.
+TEST(JsonSchemaTest, SeveralContainsAreCountedTogether) {
+  struct Contains {
+    const char* schema;
+    int min;
+    int max;  // -1: none
+    bool (*matches)(const std::string& item);
+  };
+  auto integer = [](const std::string& v) { return v == "1" || v == "2"; };
+  // minimum constrains numbers only: every other value passes.
+  auto big = [](const std::string& v) { return v != "1"; };
+  auto string = [](const std::string& v) { return v[0] == '"'; };
+  const std::vector<std::vector<Contains>> cases = {
+      {{R"({"type": "integer"})", 1, -1, integer},
+       {R"({"type": "string"})", 1, -1, string}},
+      {{R"({"type": "integer"})", 2, 3, integer},
+       {R"({"minimum": 2})", 1, 1, big}},
+      {{R"({"type": "integer"})", 0, 1, integer},
+       {R"({"type": "string"})", 2, -1, string},
+       {R"({"minimum": 2})", 1, -1, big}},
+  };
+  const std::vector<std::string> alphabet = {"1", "2", "\"a\"", "true"};
+  for (const std::vector<Contains>& contains : cases) {
+    std::string schema = R"({"allOf": [)";
+    for (size_t i = 0; i < contains.size(); ++i) {
+      const Contains& c = contains[i];
+      absl::StrAppend(
+          &schema, i ? "," : "", R"({"contains": )", c.schema,
+          R"(, "minContains": )", c.min,
+          c.max >= 0 ? absl::StrCat(R"(, "maxContains": )", c.max) : "", "}");
+    }
+    schema += "]}";
+    absl::StatusOr<JsonSchemaResult> r = JsonSchemaToGrammar(schema);
+    ASSERT_TRUE(r.ok()) << schema << ": " << r.status();
+    absl::StatusOr<Grammar> bytes = LowerToBytes(r->grammar);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    absl::StatusOr<EarleyOracle> oracle = EarleyOracle::Create(*bytes);
+    ASSERT_TRUE(oracle.ok()) << oracle.status();
+    std::vector<std::vector<std::string>> arrays = {{}};
+    for (size_t n = 0; n < arrays.size(); ++n) {
+      const std::vector<std::string> items = arrays[n];
+      if (items.size() < 4) {
+        for (const std::string& v : alphabet) {
+          arrays.push_back(items);
+          arrays.back().push_back(v);
+        }
+      }
+      bool valid = true;
+      for (const Contains& c : contains) {
+        int count = 0;
+        for (const std::string& v : items) count += c.matches(v);
+        valid = valid && count >= c.min && (c.max < 0 || count <= c.max);
+      }
+      const std::string text = "[" + absl::StrJoin(items, ",") + "]";
+      EXPECT_EQ(bool(oracle->Check(text) & EarleyOracle::kComplete), valid)
+          << schema << " on " << text;
+    }
+  }
+  // Past kMaxContains, strict mode refuses; lenient mode counts the first
+  // ones (accepting more, never less).
+  std::string five = R"({"allOf": [)";
+  for (int i = 0; i < 5; ++i) {
+    absl::StrAppend(&five, i ? "," : "", R"({"contains": {"const": )", i, "}}");
+  }
+  five += "]}";
+  ExpectRefused(five, "#/allOf/4/contains");
+  JsonSchemaOptions lenient;
+  lenient.strict = false;
+  Expect(five, {"[0,1,2,3,4]", "[3,2,1,0]"}, {"[0,1,2]"}, lenient);
 }
 
 TEST(JsonSchemaTest, Combinators) {

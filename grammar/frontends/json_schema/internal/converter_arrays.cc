@@ -7,6 +7,8 @@ namespace {
 
 // Values uniqueItems may choose among.
 constexpr int kMaxUniqueValues = 12;
+// contains counted on one array: items are read in 2^k ways.
+constexpr size_t kMaxContains = 4;
 
 const Json& StaticValue(int which) {
   static const Json kValues[] = {Json(nullptr), Json(true), Json(false)};
@@ -87,90 +89,128 @@ absl::StatusOr<int32_t> Converter::ArrayExpr(const ArrayC& a, int depth) {
 }
 
 absl::StatusOr<int32_t> Converter::ContainsArray(const ArrayC& a, int depth) {
-  if (a.contains.size() > 1) {
+  // Several contains (from allOf, say) are counted together: a state is the
+  // position and one count per contains, and an item is read as the set of
+  // contains it matches (and fails the others).
+  const size_t k = a.contains.size();
+  if (k > kMaxContains) {
     GRAMMARD_RETURN_IF_ERROR(
-        Unsupported(a.contains[1].loc, "contains",
-                    "more than one contains on the same array"));
+        Unsupported(a.contains[kMaxContains].loc, "contains",
+                    absl::StrCat("more than ", kMaxContains,
+                                 " contains on the same array")));
+    ArrayC fewer = a;
+    fewer.contains.resize(kMaxContains);
+    return ContainsArray(fewer, depth);
   }
-  const ContainsC& c = a.contains[0];
   const int64_t p = static_cast<int64_t>(a.prefix.size());
   // Positions saturate at `top`: past it, every position behaves alike.
   const int64_t top = a.max_items >= 0
                           ? a.max_items
                           : std::max<int64_t>({p, a.min_items, int64_t{1}});
-  // Counts of matching items saturate at `cap`.
-  const int64_t cap = c.max >= 0 ? c.max + 1 : c.min;
-  if ((top + 1) * (cap + 1) > kMaxCountingRules) {
+  // Counts of matching items saturate at cap[i].
+  std::vector<int64_t> cap(k);
+  int64_t states = top + 1;
+  for (size_t i = 0; i < k; ++i) {
+    const ContainsC& c = a.contains[i];
+    cap[i] = c.max >= 0 ? c.max + 1 : c.min;
+    states = states > kMaxCountingRules ? states : states * (cap[i] + 1);
+  }
+  if (states > kMaxCountingRules) {
     GRAMMARD_RETURN_IF_ERROR(Unsupported(
-        c.loc, "contains",
+        a.contains[0].loc, "contains",
         absl::StrCat("counting contains over ", top, " items needs more than ",
                      kMaxCountingRules, " rules")));
     ArrayC plain = a;
     plain.contains.clear();
     return ArrayExpr(plain, depth);
   }
-  // Matching and non-matching items at each position.
-  TermSet negated;
-  bool never_matches = IsFalseSet(c.schema);
-  if (c.schema.size() == 1 && !never_matches) {
-    negated = Canon({Term{c.schema[0].loc, !c.schema[0].neg}});
+  // Per contains: its schema negated, as alternatives (one per term).
+  std::vector<std::vector<TermSet>> negated(k);
+  std::vector<bool> never_matches(k);
+  for (size_t i = 0; i < k; ++i) {
+    const TermSet& schema = a.contains[i].schema;
+    never_matches[i] = IsFalseSet(schema);
+    if (never_matches[i]) continue;
+    for (Term t : schema) negated[i].push_back(Canon({Term{t.loc, !t.neg}}));
   }
-  auto item = [&](int64_t pos, bool match) -> int32_t {
-    const TermSet& base = ItemTerms(a, static_cast<size_t>(pos));
-    if (match) {
-      return never_matches ? e_.Nothing()
-                           : ValueRef(Canon(Join(base, c.schema)), depth + 1);
+  // An item at `pos` that matches exactly the contains in `matched`.
+  auto item = [&](int64_t pos, uint32_t matched) -> int32_t {
+    std::vector<TermSet> alts = {ItemTerms(a, static_cast<size_t>(pos))};
+    for (size_t i = 0; i < k; ++i) {
+      const bool match = (matched >> i) & 1;
+      if (never_matches[i]) {
+        if (match) return e_.Nothing();
+        continue;
+      }
+      if (match) {
+        for (TermSet& alt : alts) alt = Join(alt, a.contains[i].schema);
+        continue;
+      }
+      std::vector<TermSet> next;
+      for (const TermSet& alt : alts) {
+        for (const TermSet& n : negated[i]) next.push_back(Join(alt, n));
+      }
+      alts = std::move(next);
     }
-    if (never_matches) return ValueRef(base, depth + 1);
-    if (c.schema.empty()) return e_.Nothing();
-    if (c.schema.size() == 1) {
-      return ValueRef(Canon(Join(base, negated)), depth + 1);
+    if (alts.empty()) return e_.Nothing();  // a contains matching anything
+    if (alts.size() == 1) return ValueRef(Canon(alts[0]), depth + 1);
+    std::vector<int32_t> refs;
+    for (const TermSet& alt : alts) {
+      refs.push_back(ValueRef(Canon(alt), depth + 1));
     }
-    std::vector<int32_t> alts;
-    for (Term t : c.schema) {
-      alts.push_back(
-          ValueRef(Canon(Join(base, {Term{t.loc, !t.neg}})), depth + 1));
-    }
-    return e_.Alt(std::move(alts));
+    return e_.Alt(std::move(refs));
   };
-  auto accepts = [&](int64_t pos, int64_t count) {
-    return pos >= a.min_items && count >= c.min &&
-           (c.max < 0 || count <= c.max);
+  // Whether an array may end after `pos` items with these counts.
+  auto accepts = [&](int64_t pos, const std::vector<int64_t>& counts) {
+    if (pos < a.min_items) return false;
+    for (size_t i = 0; i < k; ++i) {
+      const ContainsC& c = a.contains[i];
+      if (counts[i] < c.min || (c.max >= 0 && counts[i] > c.max)) return false;
+    }
+    return true;
   };
-  std::map<std::pair<int64_t, int64_t>, int32_t> rules;
-  std::vector<std::pair<int64_t, int64_t>> pending;
-  auto state = [&](int64_t pos, int64_t count) {
-    pos = std::min(pos, top);
-    count = std::min(count, cap);
-    auto key = std::make_pair(pos, count);
+  // Keyed by (position, counts...).
+  std::map<std::vector<int64_t>, int32_t> rules;
+  std::vector<std::vector<int64_t>> pending;
+  auto state = [&](std::vector<int64_t> key) {
+    key[0] = std::min(key[0], top);
+    for (size_t i = 0; i < k; ++i) key[i + 1] = std::min(key[i + 1], cap[i]);
     auto it = rules.find(key);
     if (it != rules.end()) return e_.Ref(it->second);
     const int32_t rule = e_.NewRule("contains_state");
     rules.emplace(key, rule);
-    pending.push_back(key);
+    pending.push_back(std::move(key));
     return e_.Ref(rule);
   };
-  // The items after the first `pos` ones, each with its separator.
-  auto steps = [&](int64_t pos, int64_t count, bool first) {
+  // The items after the first key[0] ones, each with its separator.
+  auto steps = [&](const std::vector<int64_t>& key, bool first) {
+    const int64_t pos = key[0];
     std::vector<int32_t> alts;
     if (a.max_items >= 0 && pos >= a.max_items) return e_.Nothing();
     const int32_t sep = first ? e_.Bytes("") : e_.ItemSeparator(depth);
-    for (bool match : {true, false}) {
-      const int32_t x = item(pos, match);
+    // Matching everything first, as a single contains always did.
+    for (uint32_t matched = (1u << k); matched-- > 0;) {
+      const int32_t x = item(pos, matched);
       if (e_.IsNothing(x)) continue;
-      alts.push_back(e_.Seq({sep, x, state(pos + 1, count + (match ? 1 : 0))}));
+      std::vector<int64_t> next = key;
+      ++next[0];
+      for (size_t i = 0; i < k; ++i) next[i + 1] += (matched >> i) & 1;
+      alts.push_back(e_.Seq({sep, x, state(std::move(next))}));
     }
     return e_.Alt(std::move(alts));
   };
+  const std::vector<int64_t> origin(k + 1, 0);
   const int32_t start =
-      e_.Alt({accepts(0, 0) ? e_.Empty('[', ']') : e_.Nothing(),
-              e_.Seq({e_.Open('[', depth), steps(0, 0, true)})});
+      e_.Alt({accepts(0, std::vector<int64_t>(k, 0)) ? e_.Empty('[', ']')
+                                                     : e_.Nothing(),
+              e_.Seq({e_.Open('[', depth), steps(origin, true)})});
   while (!pending.empty()) {
-    auto [pos, count] = pending.back();
+    const std::vector<int64_t> key = std::move(pending.back());
     pending.pop_back();
-    e_.g().rules[rules[{pos, count}]].body =
-        e_.Alt({accepts(pos, count) ? e_.Close(']', depth) : e_.Nothing(),
-                steps(pos, count, false)});
+    const std::vector<int64_t> counts(key.begin() + 1, key.end());
+    e_.g().rules[rules[key]].body =
+        e_.Alt({accepts(key[0], counts) ? e_.Close(']', depth) : e_.Nothing(),
+                steps(key, false)});
   }
   return start;
 }
