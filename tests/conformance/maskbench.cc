@@ -108,6 +108,8 @@ ABSL_FLAG(double, settle_s, 3,
           "seconds without a pause of the VM (see 'Settling' above; 0: no "
           "wait), for at most --settle_max_s.");
 ABSL_FLAG(double, settle_max_s, 30, "The longest --settle_s may wait.");
+ABSL_FLAG(int, show_errors, 20,
+          "Errors of each kind listed (compile, invalidation, validation).");
 ABSL_FLAG(double, classify_ahead_ms, 0,
           "CompileOptions::classify_ahead in milliseconds: 0 (the daemon's "
           "default) leaves every token table to the masks; -1: the engine "
@@ -505,16 +507,19 @@ int Run() {
   std::printf("\nCompile errors by code:");
   for (const auto& [code, n] : error_codes)
     std::printf(" %s=%d", absl::StatusCodeToString(code).c_str(), n);
-  std::printf("\nCompile errors (%zu; first 20):\n", compile_errors.size());
-  for (size_t i = 0; i < compile_errors.size() && i < 20; ++i)
+  const size_t show = static_cast<size_t>(
+      std::max(0, absl::GetFlag(FLAGS_show_errors)));
+  std::printf("\nCompile errors (%zu; first %zu):\n", compile_errors.size(),
+              show);
+  for (size_t i = 0; i < compile_errors.size() && i < show; ++i)
     std::printf("  %.300s\n", compile_errors[i].c_str());
-  std::printf("\nInvalidation errors (%zu instances; first 20):\n",
-              invalidations.size());
-  for (size_t i = 0; i < invalidations.size() && i < 20; ++i)
+  std::printf("\nInvalidation errors (%zu instances; first %zu):\n",
+              invalidations.size(), show);
+  for (size_t i = 0; i < invalidations.size() && i < show; ++i)
     std::printf("  %.300s\n", invalidations[i].c_str());
-  std::printf("\nValidation errors (%zu instances; first 20):\n",
-              validations.size());
-  for (size_t i = 0; i < validations.size() && i < 20; ++i)
+  std::printf("\nValidation errors (%zu instances; first %zu):\n",
+              validations.size(), show);
+  for (size_t i = 0; i < validations.size() && i < show; ++i)
     std::printf("  %.300s\n", validations[i].c_str());
 
   std::printf(

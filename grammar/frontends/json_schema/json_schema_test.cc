@@ -186,6 +186,15 @@ TEST(JsonSchemaTest, Objects) {
   Expect(R"({"patternProperties": {"^x": {"type": "integer"}},
              "additionalProperties": {"type": "string"}})",
          {"{\"x1\":1,\"y\":\"s\"}", "{}"}, {"{\"x1\":\"s\"}", "{\"y\":1}"});
+  // Many patterns, some overlapping: each name gets every schema whose
+  // pattern it matches (there were once at most six).
+  std::string many = R"({"patternProperties": {)";
+  for (int i = 0; i < 10; ++i) {
+    absl::StrAppend(&many, R"("^p)", i, R"(_": {"type": "integer"}, )");
+  }
+  many += R"("_$": {"minimum": 5}}, "additionalProperties": false})";
+  Expect(many, {"{\"p3_x\":1}", "{\"p9_\":5,\"p0_a\":-1}", "{\"q_\":6}", "{}"},
+         {"{\"p3_x\":\"s\"}", "{\"p9_\":4}", "{\"q\":1}", "{\"q_\":4}"});
   Expect(R"({"propertyNames": {"maxLength": 2}, "minProperties": 1,
              "maxProperties": 2})",
          {"{\"ab\":1}", "{\"a\":1,\"b\":2}"},

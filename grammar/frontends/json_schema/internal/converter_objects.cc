@@ -5,8 +5,10 @@ namespace grammard::grammar::json_schema_internal {
 
 namespace {
 
-// Distinct patternProperties regexes an object may combine.
-constexpr int kMaxKeyPatterns = 6;
+// Distinct patternProperties regexes an object may combine (bits of a
+// class's mask), and the classes of names they may split names into.
+constexpr int kMaxKeyPatterns = 64;
+constexpr size_t kMaxKeyClasses = 64;
 
 }  // namespace
 
@@ -116,6 +118,48 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
   if (!not_witness_dfa.ok()) return not_witness_dfa.status();
   std::vector<int32_t> others;
   std::vector<int32_t> witness_others;
+  // The other names, split by which patterns they match: refined one
+  // pattern at a time, keeping only classes some name falls in. Patterns
+  // rarely overlap, so there are about as many classes as patterns, not
+  // 2^patterns.
+  struct KeyClass {
+    uint64_t in;                  // bit i: matches patterns[i]
+    std::optional<CharDfa> keys;  // none: any string
+  };
+  std::vector<KeyClass> key_classes;
+  if (patterns.empty() && declared.empty() && !*names) {
+    key_classes.push_back({0, std::nullopt});
+  } else {
+    CharDfa keys = Complement(*declared_dfa);
+    if (*names) {
+      absl::StatusOr<CharDfa> named =
+          json_schema_internal::Intersect(keys, **names, opt_.dfa);
+      if (!named.ok()) return loose("patternProperties", named.status());
+      keys = *std::move(named);
+    }
+    if (!keys.IsEmpty()) key_classes.push_back({0, std::move(keys)});
+    for (size_t i = 0; i < patterns.size(); ++i) {
+      absl::StatusOr<const CharDfa*> x = RegexDfa(patterns[i].first);
+      if (!x.ok()) return loose("patternProperties", x.status());
+      std::vector<KeyClass> refined;
+      for (const KeyClass& c : key_classes) {
+        absl::StatusOr<CharDfa> in =
+            json_schema_internal::Intersect(*c.keys, **x, opt_.dfa);
+        if (!in.ok()) return loose("patternProperties", in.status());
+        absl::StatusOr<CharDfa> out = Subtract(*c.keys, **x, opt_.dfa);
+        if (!out.ok()) return loose("patternProperties", out.status());
+        if (!in->IsEmpty()) refined.push_back({c.in | uint64_t{1} << i, *in});
+        if (!out->IsEmpty()) refined.push_back({c.in, *out});
+      }
+      if (refined.size() > kMaxKeyClasses) {
+        return loose("patternProperties",
+                     absl::StrCat("its patterns split member names into more "
+                                  "than ",
+                                  kMaxKeyClasses, " classes"));
+      }
+      key_classes = std::move(refined);
+    }
+  }
   // Names whose values share one schema, one key automaton each: a pattern
   // whose value is what additionalProperties allows anyway (`"^.{1,255}$":
   // {}` beside the default `true`) constrains nothing, and its counted key
@@ -125,15 +169,14 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
     std::optional<CharDfa> keys;  // none: any string
   };
   std::vector<NameClass> name_classes;
-  const bool any_key = patterns.empty() && declared.empty() && !*names;
-  const uint32_t classes = 1u << patterns.size();
-  for (uint32_t in = 0; in < classes; ++in) {
+  for (KeyClass& c : key_classes) {
     TermSet value;
     for (size_t r = 0; r < o.rules.size(); ++r) {
       const KeyRule& rule = o.rules[r];
       bool matched = false;
       for (size_t i = 0; i < patterns.size(); ++i) {
-        if (patterns[i].second != static_cast<int>(r) || !(in & (1u << i))) {
+        if (patterns[i].second != static_cast<int>(r) ||
+            !(c.in & (uint64_t{1} << i))) {
           continue;
         }
         matched = true;
@@ -147,42 +190,15 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
     }
     value = Canon(std::move(value));
     if (IsFalseSet(value)) continue;
-    CharDfa keys = Complement(*declared_dfa);
-    if (!any_key) {
-      absl::Status st;
-      auto narrow = [&](const CharDfa& x, bool keep) {
-        if (!st.ok()) return;
-        absl::StatusOr<CharDfa> y =
-            keep ? json_schema_internal::Intersect(keys, x, opt_.dfa)
-                 : Subtract(keys, x, opt_.dfa);
-        if (y.ok()) {
-          keys = *std::move(y);
-        } else {
-          st = y.status();
-        }
-      };
-      for (size_t i = 0; i < patterns.size(); ++i) {
-        absl::StatusOr<const CharDfa*> x = RegexDfa(patterns[i].first);
-        if (!x.ok()) {
-          st = x.status();
-          break;
-        }
-        narrow(**x, (in & (1u << i)) != 0);
-      }
-      if (*names) narrow(**names, true);
-      if (!st.ok()) return loose("patternProperties", st);
-      if (keys.IsEmpty()) continue;
-    }
+    std::optional<CharDfa> keys = std::move(c.keys);
     auto same =
         std::find_if(name_classes.begin(), name_classes.end(),
-                     [&](const NameClass& c) { return c.value == value; });
+                     [&](const NameClass& n) { return n.value == value; });
     if (same == name_classes.end()) {
-      name_classes.push_back(
-          {std::move(value),
-           any_key ? std::nullopt : std::optional<CharDfa>(std::move(keys))});
+      name_classes.push_back({std::move(value), std::move(keys)});
     } else {
       absl::StatusOr<CharDfa> both =
-          json_schema_internal::Union(*same->keys, keys, opt_.dfa);
+          json_schema_internal::Union(*same->keys, *keys, opt_.dfa);
       if (!both.ok()) return loose("patternProperties", both.status());
       same->keys = *std::move(both);
     }
