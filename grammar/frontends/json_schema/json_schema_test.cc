@@ -3,6 +3,7 @@
 // rejects.
 #include "grammar/frontends/json_schema/json_schema.h"
 
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -347,6 +348,49 @@ TEST(JsonSchemaTest, SeveralContainsAreCountedTogether) {
   JsonSchemaOptions lenient;
   lenient.strict = false;
   Expect(five, {"[0,1,2,3,4]", "[3,2,1,0]"}, {"[0,1,2]"}, lenient);
+}
+
+// Patterns with ^ or $ inside groups or alternatives, read exactly: the
+// strings they accept are those std::regex_search (ECMAScript, the dialect
+// JSON Schema names) finds them in, over every string of up to 4
+// characters from a small alphabet. Alone, and beside a length (the two
+// ways a pattern reaches the grammar).
+TEST(JsonSchemaTest, AnchorsAnywhereInAPatternAreReadAsSearchesDo) {
+  const std::vector<std::string> patterns = {
+      "^([^,]|$)",   "(^a|b$)",
+      "a^b",         "b$a",
+      "(a$)*b?",     "x(^|y)",
+      "(^|,)a($|,)", "^(/?((\\.{2})|([a-z0-9\\-]*))($|/))*$",
+      "((^))a"};
+  const std::string alphabet = "ab,/.";
+  std::vector<std::string> texts = {""};
+  for (size_t n = 0; n < texts.size(); ++n) {
+    if (texts[n].size() < 4) {
+      for (char c : alphabet) texts.push_back(texts[n] + c);
+    }
+  }
+  for (const std::string& pattern : patterns) {
+    const std::regex re(pattern, std::regex::ECMAScript);
+    for (const char* length : {"", R"(, "maxLength": 3)"}) {
+      const std::string schema = R"({"type": "string", "pattern": )" +
+                                 nlohmann::ordered_json(pattern).dump() +
+                                 length + "}";
+      absl::StatusOr<JsonSchemaResult> r = JsonSchemaToGrammar(schema);
+      ASSERT_TRUE(r.ok()) << schema << ": " << r.status();
+      absl::StatusOr<Grammar> bytes = LowerToBytes(r->grammar);
+      ASSERT_TRUE(bytes.ok()) << bytes.status();
+      absl::StatusOr<EarleyOracle> oracle = EarleyOracle::Create(*bytes);
+      ASSERT_TRUE(oracle.ok()) << oracle.status();
+      for (const std::string& t : texts) {
+        const bool valid =
+            std::regex_search(t, re) && (*length == '\0' || t.size() <= 3);
+        EXPECT_EQ(
+            bool(oracle->Check("\"" + t + "\"") & EarleyOracle::kComplete),
+            valid)
+            << schema << " on \"" << t << "\"";
+      }
+    }
+  }
 }
 
 TEST(JsonSchemaTest, Combinators) {

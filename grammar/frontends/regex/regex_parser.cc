@@ -63,8 +63,9 @@ struct ClassAtom {
 
 class RegexParser {
  public:
-  RegexParser(std::string_view pattern, const GrammarLimits& limits)
-      : pattern_(pattern), limits_(limits) {}
+  RegexParser(std::string_view pattern, const GrammarLimits& limits,
+              bool keep_anchors)
+      : pattern_(pattern), limits_(limits), keep_anchors_(keep_anchors) {}
 
   absl::StatusOr<Grammar> Parse() {
     size_t bad_offset = 0;
@@ -137,6 +138,12 @@ class RegexParser {
       if (Peek() == '^' || Peek() == '$') {
         const bool start = Peek() == '^';
         ++pos_;
+        if (keep_anchors_) {
+          GRAMMARD_RETURN_IF_ERROR(RefuseQuantifier(start ? "^" : "$"));
+          flush();
+          terms.push_back(grammar_.AddRuleRef(AnchorRule(start)));
+          continue;
+        }
         if (start && !nothing_before) {
           return Error(term, "^ is only supported at the start of the pattern");
         }
@@ -193,6 +200,16 @@ class RegexParser {
     if (terms.empty()) return grammar_.AddEpsilon();
     if (terms.size() == 1) return terms[0];
     return grammar_.AddSequence(std::move(terms));
+  }
+
+  // The rule standing for ^ (start) or $, made on first use.
+  int32_t AnchorRule(bool start) {
+    int32_t& rule = start ? start_anchor_ : end_anchor_;
+    if (rule < 0) {
+      rule = grammar_.AddRule(start ? kStartAnchorRule : kEndAnchorRule,
+                              grammar_.AddEpsilon());
+    }
+    return rule;
   }
 
   absl::Status RefuseQuantifier(const std::string& what) {
@@ -604,8 +621,11 @@ class RegexParser {
 
   std::string_view pattern_;
   const GrammarLimits& limits_;
+  const bool keep_anchors_;
   size_t pos_ = 0;
   Grammar grammar_;
+  int32_t start_anchor_ = -1;
+  int32_t end_anchor_ = -1;
 };
 
 }  // namespace
@@ -616,7 +636,12 @@ absl::StatusOr<Grammar> ParseRegex(std::string_view pattern) {
 
 absl::StatusOr<Grammar> ParseRegex(std::string_view pattern,
                                    const GrammarLimits& limits) {
-  return RegexParser(pattern, limits).Parse();
+  return RegexParser(pattern, limits, /*keep_anchors=*/false).Parse();
+}
+
+absl::StatusOr<Grammar> ParseRegexKeepingAnchors(std::string_view pattern,
+                                                 const GrammarLimits& limits) {
+  return RegexParser(pattern, limits, /*keep_anchors=*/true).Parse();
 }
 
 }  // namespace grammard::grammar

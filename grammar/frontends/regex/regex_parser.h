@@ -48,6 +48,17 @@ absl::StatusOr<Grammar> ParseRegex(std::string_view pattern);
 absl::StatusOr<Grammar> ParseRegex(std::string_view pattern,
                                    const GrammarLimits& limits);
 
+// The same dialect with ^ and $ kept wherever they stand, for a caller that
+// gives them their meaning (JSON Schema's search: ^ holds only where the
+// input starts, $ only where it ends; see the JSON Schema front end's
+// char_dfa.h). Each becomes a reference to a rule of its own, named
+// kStartAnchorRule or kEndAnchorRule, with an empty body; a quantifier on
+// an anchor itself is still refused.
+inline constexpr char kStartAnchorRule[] = "start_anchor";
+inline constexpr char kEndAnchorRule[] = "end_anchor";
+absl::StatusOr<Grammar> ParseRegexKeepingAnchors(
+    std::string_view pattern, const GrammarLimits& limits = {});
+
 }  // namespace grammard::grammar
 
 #endif  // GRAMMARD_GRAMMAR_FRONTENDS_REGEX_REGEX_PARSER_H_

@@ -101,6 +101,19 @@ TEST(RegexParserTest, AnchorsElsewhereAreRefused) {
   ExpectError("^*a", "offset 1: the anchor ^ cannot be repeated");
 }
 
+TEST(RegexParserTest, AnchorsCanBeKeptWhereverTheyStand) {
+  absl::StatusOr<Grammar> g = ParseRegexKeepingAnchors("(a$|b)^c(^d)*$");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->ToString(),
+            "end_anchor ::= \"\"\n"
+            "start_anchor ::= \"\"\n"
+            "root ::= (\"a\" end_anchor | \"b\") start_anchor \"c\" "
+            "(start_anchor \"d\")* end_anchor\n");
+  EXPECT_NE(ParseRegexKeepingAnchors("^*a").status().message().find(
+                "offset 1: the anchor ^ cannot be repeated"),
+            std::string::npos);
+}
+
 TEST(RegexParserTest, UnsupportedConstructsAreNamed) {
   ExpectError("(a)\\1", "offset 3: backreference \\1 is not supported");
   ExpectError("(?<n>a)\\k<n>", "offset 7: backreference \\k<name>");

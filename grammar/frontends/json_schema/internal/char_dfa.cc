@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "grammar/base/refine.h"
 #include "grammar/base/status_macros.h"
+#include "grammar/frontends/regex/regex_parser.h"
 
 namespace grammard::grammar::json_schema_internal {
 namespace {
@@ -233,12 +234,58 @@ absl::Status CharNfa::Build(const Grammar& g, int32_t expr, int32_t from,
       AddEpsilon(cur, to);
       return absl::OkStatus();
     }
+    case ExprKind::kRuleRef: {
+      const std::string& name = g.rules[e.rule].name;
+      if (name == kStartAnchorRule || name == kEndAnchorRule) {
+        const uint32_t anchor =
+            name == kStartAnchorRule ? kStartAnchor : kEndAnchor;
+        AddEdge(from, anchor, anchor, to);
+        return absl::OkStatus();
+      }
+      return absl::InvalidArgumentError(
+          "only code point level regular expressions become automata");
+    }
     case ExprKind::kByteClass:
-    case ExprKind::kRuleRef:
       return absl::InvalidArgumentError(
           "only code point level regular expressions become automata");
   }
   return absl::InternalError("unknown expression kind");
+}
+
+absl::StatusOr<CharNfa::Fragment> CharNfa::ResolveAnchors(
+    Fragment f, const DfaLimits& limits) {
+  const int32_t n = num_states();
+  if (4 * int64_t{n} + 2 > 4 * int64_t{limits.max_states}) {
+    return TooManyStates(limits);
+  }
+  // Phase 0: nothing read yet (^ holds); 1: reading; 2: past a $ (nothing
+  // more may be read).
+  const int32_t base = n;
+  for (int32_t i = 0; i < 3 * n; ++i) AddState();
+  auto at = [&](int32_t s, int phase) { return base + 3 * s + phase; };
+  for (int32_t s = 0; s < n; ++s) {
+    for (int phase = 0; phase < 3; ++phase) {
+      for (size_t i = 0; i < edges_[s].size(); ++i) {
+        const Edge e = edges_[s][i];
+        if (e.lo == kStartAnchor) {
+          if (phase == 0) AddEpsilon(at(s, 0), at(e.to, 0));
+        } else if (e.lo == kEndAnchor) {
+          AddEpsilon(at(s, phase), at(e.to, 2));
+        } else if (phase < 2) {
+          AddEdge(at(s, phase), e.lo, e.hi, at(e.to, 1));
+        }
+      }
+      for (size_t i = 0; i < epsilon_[s].size(); ++i) {
+        AddEpsilon(at(s, phase), at(epsilon_[s][i], phase));
+      }
+    }
+  }
+  Fragment out{AddState(), AddState()};
+  AddEpsilon(out.start, at(f.start, 0));
+  for (int phase = 0; phase < 3; ++phase) {
+    AddEpsilon(at(f.accept, phase), out.accept);
+  }
+  return out;
 }
 
 absl::StatusOr<CharDfa> Determinize(const CharNfa& nfa,

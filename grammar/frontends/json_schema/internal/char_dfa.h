@@ -48,6 +48,11 @@ struct DfaLimits {
   absl::Status CheckDeadline() const;
 };
 
+// Code points past Unicode that stand for the anchors ^ and $ on NFA edges
+// until ResolveAnchors gives them their meaning.
+inline constexpr uint32_t kStartAnchor = 0x110000;
+inline constexpr uint32_t kEndAnchor = 0x110001;
+
 // A Thompson NFA over code point ranges, built from pieces.
 class CharNfa {
  public:
@@ -63,11 +68,19 @@ class CharNfa {
 
   // The language of expression `expr` of a code point level grammar built
   // from kBytes (UTF-8), kCharClass, kSequence, kChoice and kRepeat, such as
-  // a regex_parser.h result. Other kinds are InvalidArgument.
+  // a regex_parser.h result. References to the anchor rules of
+  // ParseRegexKeepingAnchors become edges reading kStartAnchor or
+  // kEndAnchor; other kinds are InvalidArgument.
   absl::StatusOr<Fragment> AddExpr(const Grammar& grammar, int32_t expr,
                                    const DfaLimits& limits);
   // Any string (including the empty one).
   Fragment AddAnyString();
+  // `f` with its anchor edges given their meaning: the strings `f` reads
+  // when each kStartAnchor edge may be taken only before the first code
+  // point and each kEndAnchor edge only after the last (no code point read
+  // after it). A copy of the states in each of those three phases, then
+  // determinized as usual: exact, and three times the NFA at most.
+  absl::StatusOr<Fragment> ResolveAnchors(Fragment f, const DfaLimits& limits);
 
   struct Edge {
     uint32_t lo;

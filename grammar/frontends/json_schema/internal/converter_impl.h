@@ -228,6 +228,9 @@ inline bool IsDeadline(const absl::Status& s) {
 struct RegexEntry {
   Grammar ir;
   int32_t expr = -1;
+  // A pattern with ^ or $ inside it, kept as anchor rules
+  // (ParseRegexKeepingAnchors): only its automaton reads it exactly.
+  bool anchored = false;
   bool dfa_done = false;
   absl::Status dfa_status;
   CharDfa dfa;

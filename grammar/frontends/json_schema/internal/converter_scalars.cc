@@ -12,9 +12,9 @@ namespace {
 constexpr int64_t kMaxCountedLength = 65536;
 
 // Splits a pattern into its top-level alternatives, each with whether it is
-// anchored at the start (^) and at the end ($). Fails on anchors anywhere
-// else, whose meaning under JSON Schema's search semantics the regex
-// parser's full-match reading would change.
+// anchored at the start (^) and at the end ($), or sets *elsewhere for
+// anchors anywhere else, whose meaning under JSON Schema's search semantics
+// the regex parser's full-match reading would change.
 struct PatternAlt {
   std::string text;
   bool start = false;
@@ -46,6 +46,7 @@ std::optional<std::string> GroupInside(const std::string& p) {
 }
 
 absl::StatusOr<std::vector<PatternAlt>> SplitPattern(const std::string& p,
+                                                     bool* elsewhere,
                                                      int depth_left = 32) {
   if (depth_left == 0) {
     return absl::InvalidArgumentError("groups nested too deeply");
@@ -61,7 +62,7 @@ absl::StatusOr<std::vector<PatternAlt>> SplitPattern(const std::string& p,
     if (std::optional<std::string> inside =
             GroupInside(p.substr(begin, end - begin))) {
       absl::StatusOr<std::vector<PatternAlt>> inner =
-          SplitPattern(*inside, depth_left - 1);
+          SplitPattern(*inside, elsewhere, depth_left - 1);
       if (!inner.ok()) return inner.status();
       alts.insert(alts.end(), inner->begin(), inner->end());
       anchors.clear();
@@ -77,9 +78,7 @@ absl::StatusOr<std::vector<PatternAlt>> SplitPattern(const std::string& p,
         alt.end = true;
         e = a;
       } else {
-        return absl::InvalidArgumentError(
-            absl::StrCat("an anchor (", std::string(1, p[a]),
-                         ") inside a group at offset ", a));
+        *elsewhere = true;
       }
     }
     alt.text = p.substr(b, e - b);
@@ -173,9 +172,23 @@ absl::StatusOr<RegexEntry*> Converter::GetRegex(const RegexRef& r) {
   } else {
     // JSON Schema patterns search: an alternative not anchored at an end may
     // have anything before or after it.
-    absl::StatusOr<std::vector<PatternAlt>> alts = SplitPattern(r.text);
+    bool elsewhere = false;
+    absl::StatusOr<std::vector<PatternAlt>> alts =
+        SplitPattern(r.text, &elsewhere);
     if (!alts.ok()) return alts.status();
     Grammar& ir = entry->ir;
+    if (elsewhere) {
+      // Anchors inside: the whole pattern with its anchors, searched for by
+      // RegexDfa.
+      absl::StatusOr<Grammar> g = ParseRegexKeepingAnchors(EcmaDots(r.text));
+      if (!g.ok()) return g.status();
+      ir = *std::move(g);
+      entry->expr = ir.rules[ir.root].body;
+      entry->anchored = true;
+      RegexEntry* out = entry.get();
+      regexes_.emplace(key, std::move(entry));
+      return out;
+    }
     const int32_t any =
         ir.AddRepeat(ir.AddCharClass({{0, kMaxCodepoint}}), 0, kUnbounded);
     std::vector<int32_t> choices;
@@ -203,6 +216,15 @@ absl::StatusOr<const CharDfa*> Converter::RegexDfa(const RegexRef& r) {
     e.dfa_done = true;
     CharNfa nfa;
     absl::StatusOr<CharNfa::Fragment> f = nfa.AddExpr(e.ir, e.expr, opt_.dfa);
+    if (f.ok() && e.anchored) {
+      // Searched for: anything before and after, the anchors deciding
+      // where the match may start and end.
+      const CharNfa::Fragment before = nfa.AddAnyString();
+      const CharNfa::Fragment after = nfa.AddAnyString();
+      nfa.AddEpsilon(before.accept, f->start);
+      nfa.AddEpsilon(f->accept, after.start);
+      f = nfa.ResolveAnchors({before.start, after.accept}, opt_.dfa);
+    }
     if (!f.ok()) {
       e.dfa_status = f.status();
     } else {
@@ -328,6 +350,11 @@ absl::StatusOr<int32_t> Converter::StringExpr(const SimpleSchema& s) {
   const std::string key = c.Key();
   auto it = string_rules_.find(key);
   if (it != string_rules_.end()) return e_.Ref(it->second);
+  // A pattern with anchors inside is read exactly only by its automaton.
+  auto anchored = [&](const RegexRef& r) {
+    absl::StatusOr<RegexEntry*> entry = GetRegex(r);
+    return entry.ok() && (*entry)->anchored;
+  };
   int32_t body;
   if (c.must.empty() && c.must_not.empty() && c.excluded.empty()) {
     // Lengths alone count code points in any JSON encoding.
@@ -343,7 +370,7 @@ absl::StatusOr<int32_t> Converter::StringExpr(const SimpleSchema& s) {
         e_.CountedChar(), static_cast<int32_t>(c.min_len),
         c.max_len < 0 ? kUnbounded : static_cast<int32_t>(c.max_len)));
   } else if (c.must.size() == 1 && c.must_not.empty() && c.excluded.empty() &&
-             !c.HasLength()) {
+             !c.HasLength() && !anchored(c.must[0])) {
     // A single pattern or format is written straight from its regex, which
     // keeps large formats (date-time, ipv6, uri) out of automata.
     absl::StatusOr<RegexEntry*> entry = GetRegex(c.must[0]);
