@@ -429,6 +429,71 @@ TEST(JsonSchemaTest, NegatedAdditionalProperties) {
          {"{}", "{\"c\":1}"}, any_order);
 }
 
+// Several negated additionalProperties on one object (from allOf): each
+// asks for a member outside its declared names whose value breaks its
+// schema, and one member may answer several. Checked against a direct
+// reading over every object of distinct keys from {a, b, c} with values 1
+// or "s", in every order.
+TEST(JsonSchemaTest, SeveralNegatedAdditionalPropertiesEachFindAMember) {
+  JsonSchemaOptions any_order;
+  any_order.property_order = JsonPropertyOrder::kAny;
+  struct Witness {
+    std::string declared;  // the one name its properties declare
+    bool integer;          // additionalProperties is integer (else string)
+  };
+  const std::vector<std::vector<Witness>> cases = {
+      {{"a", true}, {"b", false}},
+      {{"a", true}, {"b", false}, {"c", false}},
+      {{"a", false}, {"b", false}, {"a", true}},
+  };
+  std::vector<std::vector<std::pair<std::string, std::string>>> objects = {{}};
+  for (size_t n = 0; n < objects.size(); ++n) {
+    for (const char* key : {"a", "b", "c"}) {
+      bool used = false;
+      for (const auto& [k, v] : objects[n]) used = used || k == key;
+      if (used) continue;
+      for (const char* value : {"1", "\"s\""}) {
+        objects.push_back(objects[n]);
+        objects.back().emplace_back(key, value);
+      }
+    }
+  }
+  for (const std::vector<Witness>& witnesses : cases) {
+    std::string schema = R"({"type": "object", "allOf": [)";
+    for (size_t i = 0; i < witnesses.size(); ++i) {
+      absl::StrAppend(&schema, i ? "," : "", R"({"not": {"properties": {")",
+                      witnesses[i].declared,
+                      R"(": {}}, "additionalProperties": {"type": ")",
+                      witnesses[i].integer ? "integer" : "string", R"("}}})");
+    }
+    schema += "]}";
+    absl::StatusOr<JsonSchemaResult> r = JsonSchemaToGrammar(schema, any_order);
+    ASSERT_TRUE(r.ok()) << schema << ": " << r.status();
+    absl::StatusOr<Grammar> bytes = LowerToBytes(r->grammar);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    absl::StatusOr<EarleyOracle> oracle = EarleyOracle::Create(*bytes);
+    ASSERT_TRUE(oracle.ok()) << oracle.status();
+    for (const auto& object : objects) {
+      bool valid = true;
+      for (const Witness& w : witnesses) {
+        bool found = false;
+        for (const auto& [k, v] : object) {
+          const bool is_integer = v == "1";
+          found = found || (k != w.declared && is_integer != w.integer);
+        }
+        valid = valid && found;
+      }
+      std::string text = "{";
+      for (const auto& [k, v] : object) {
+        absl::StrAppend(&text, text.size() > 1 ? "," : "", "\"", k, "\":", v);
+      }
+      text += "}";
+      EXPECT_EQ(bool(oracle->Check(text) & EarleyOracle::kComplete), valid)
+          << schema << " on " << text;
+    }
+  }
+}
+
 TEST(JsonSchemaTest, References) {
   Expect(R"({"$defs": {"node": {"type": "object",
                "properties": {"next": {"$ref": "#/$defs/node"}},

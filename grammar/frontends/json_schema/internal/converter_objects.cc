@@ -5,6 +5,9 @@ namespace grammard::grammar::json_schema_internal {
 
 namespace {
 
+// Negated additionalProperties on one object: a member is read in one way
+// per set of them it may stand for.
+constexpr size_t kMaxWitnesses = 3;
 // Distinct patternProperties regexes an object may combine (bits of a
 // class's mask), and the classes of names they may split names into.
 constexpr int kMaxKeyPatterns = 64;
@@ -43,36 +46,50 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
                  e_.Close('}', depth)})});
   };
   // A witness (from "not additionalProperties") is a member the object must
-  // have; the states below remember whether it was written.
-  if (o.witnesses.size() > 1) {
+  // have; the states below remember which ones were written. One member may
+  // be the witness of several: it is read in one way per set of witnesses
+  // it stands for (`as`, a bit per witness; 0: none).
+  if (o.witnesses.size() > kMaxWitnesses) {
     return loose("additionalProperties",
-                 "more than one negated additionalProperties on one object");
+                 absl::StrCat("more than ", kMaxWitnesses,
+                              " negated additionalProperties on one object"));
   }
-  const Witness* witness = o.witnesses.empty() ? nullptr : &o.witnesses[0];
-  auto witness_name = [&](const std::string& k) {
-    return witness != nullptr &&
-           std::find(witness->not_names.begin(), witness->not_names.end(), k) ==
-               witness->not_names.end();
+  const size_t num_witnesses = o.witnesses.size();
+  const uint32_t all_found = (1u << num_witnesses) - 1;
+  // Whether a member named `k` may stand for every witness in `as`.
+  auto witness_name = [&](const std::string& k, uint32_t as) {
+    for (size_t i = 0; i < num_witnesses; ++i) {
+      const std::vector<std::string>& no = o.witnesses[i].not_names;
+      if ((as >> i & 1) && std::find(no.begin(), no.end(), k) != no.end()) {
+        return false;
+      }
+    }
+    return true;
   };
-  // A member's value of `ts`, or the same as a witness.
-  auto value_with = [&](const TermSet& ts, bool as_witness) {
-    TermSet value = as_witness ? Canon(Join(ts, witness->value)) : ts;
+  // A member's value of `ts`, standing for the witnesses in `as`.
+  auto value_with = [&](const TermSet& ts, uint32_t as) {
+    TermSet value = ts;
+    for (size_t i = 0; i < num_witnesses; ++i) {
+      if (as >> i & 1) value = Join(value, o.witnesses[i].value);
+    }
+    if (as != 0) value = Canon(std::move(value));
     if (IsFalseSet(value)) return e_.Nothing();
     return ValueRef(value, depth + 1);
   };
-  // The member `key` with values `ts`, or the same as a witness.
-  auto member_with = [&](int32_t key, const TermSet& ts, bool as_witness) {
-    const int32_t value = value_with(ts, as_witness);
+  // The member `key` with values `ts`, standing for the witnesses in `as`.
+  auto member_with = [&](int32_t key, const TermSet& ts, uint32_t as) {
+    const int32_t value = value_with(ts, as);
     if (e_.IsNothing(value)) return value;
     return e_.Seq({key, e_.KeySeparator(), value});
   };
 
   struct Member {
     bool required;
-    int32_t key;            // the quoted name
-    int32_t value;          // Nothing when no value is allowed
-    int32_t witness_value;  // Nothing when it cannot be the witness
-    int32_t expr = -1, witness_expr = -1;  // written below
+    int32_t key;  // the quoted name
+    // Per set of witnesses it stands for (0: none), its value; Nothing when
+    // none is allowed.
+    std::vector<int32_t> values;
+    std::vector<int32_t> exprs;  // written below, indexed alike
   };
   std::vector<Member> members;
   for (const std::string& k : declared) {
@@ -92,9 +109,12 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
       if (required) return e_.Nothing();
       continue;
     }
-    members.push_back(Member{
-        required, e_.Quoted(e_.StringContent(k)), value_with(**vt, false),
-        witness_name(k) ? value_with(**vt, true) : e_.Nothing()});
+    Member m{required, e_.Quoted(e_.StringContent(k)), {}, {}};
+    for (uint32_t as = 0; as <= all_found; ++as) {
+      m.values.push_back(witness_name(k, as) ? value_with(**vt, as)
+                                             : e_.Nothing());
+    }
+    members.push_back(std::move(m));
   }
 
   // Other names, split into classes by the patterns they match.
@@ -113,11 +133,23 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
   if (!names.ok()) return loose("propertyNames", names.status());
   absl::StatusOr<CharDfa> declared_dfa = LiteralsDfa(declared);
   if (!declared_dfa.ok()) return declared_dfa.status();
-  absl::StatusOr<CharDfa> not_witness_dfa = LiteralsDfa(
-      witness != nullptr ? witness->not_names : std::vector<std::string>{});
-  if (!not_witness_dfa.ok()) return not_witness_dfa.status();
-  std::vector<int32_t> others;
-  std::vector<int32_t> witness_others;
+  // Per set of witnesses (bit i: witness i), the names none of them may
+  // have.
+  std::vector<CharDfa> not_witness_dfa;
+  for (uint32_t as = 0; as <= all_found; ++as) {
+    std::vector<std::string> no;
+    for (size_t i = 0; i < num_witnesses; ++i) {
+      if (as >> i & 1) {
+        no.insert(no.end(), o.witnesses[i].not_names.begin(),
+                  o.witnesses[i].not_names.end());
+      }
+    }
+    absl::StatusOr<CharDfa> dfa = LiteralsDfa(no);
+    if (!dfa.ok()) return dfa.status();
+    not_witness_dfa.push_back(*std::move(dfa));
+  }
+  // Per set of witnesses (0: none), the other members standing for them.
+  std::vector<std::vector<int32_t>> others(all_found + 1);
   // The other names, split by which patterns they match: refined one
   // pattern at a time, keeping only classes some name falls in. Patterns
   // rarely overlap, so there are about as many classes as patterns, not
@@ -207,26 +239,26 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
     const int32_t key_expr =
         c.keys ? e_.Ref(e_.NewRule("key", e_.DfaString(*c.keys, "key")))
                : e_.AnyString();
-    others.push_back(member_with(key_expr, c.value, false));
-    if (witness != nullptr) {
+    others[0].push_back(member_with(key_expr, c.value, 0));
+    for (uint32_t as = 1; as <= all_found; ++as) {
       absl::StatusOr<CharDfa> wkeys = Subtract(
-          c.keys ? *c.keys : AnyStringDfa(), *not_witness_dfa, opt_.dfa);
+          c.keys ? *c.keys : AnyStringDfa(), not_witness_dfa[as], opt_.dfa);
       if (!wkeys.ok()) return loose("additionalProperties", wkeys.status());
       if (!wkeys->IsEmpty()) {
-        witness_others.push_back(
+        others[as].push_back(
             member_with(e_.Ref(e_.NewRule("key", e_.DfaString(*wkeys, "key"))),
-                        c.value, true));
+                        c.value, as));
       }
     }
   }
-  const bool has_other = !others.empty();
-  const int32_t other =
-      has_other ? e_.Ref(e_.NewRule("member", e_.Alt(std::move(others))))
-                : e_.Nothing();
-  const int32_t witness_other =
-      witness_others.empty()
-          ? e_.Nothing()
-          : e_.Ref(e_.NewRule("witness", e_.Alt(std::move(witness_others))));
+  const bool has_other = !others[0].empty();
+  // Per set of witnesses, the rule of other members standing for them.
+  std::vector<int32_t> other(all_found + 1, e_.Nothing());
+  for (uint32_t as = 0; as <= all_found; ++as) {
+    if (others[as].empty()) continue;
+    other[as] = e_.Ref(e_.NewRule(as == 0 ? "member" : "witness",
+                                  e_.Alt(std::move(others[as]))));
+  }
 
   // States: which declared members were written (a subset in any order, an
   // index in declared order) and how many members so far (counted only up
@@ -243,7 +275,7 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
   for (const Member& m : members) num_required += m.required;
   const bool repeatable =
       opt_.order == PropertyOrder::kAnyRepeatable && !small && cap <= 0 &&
-      witness == nullptr &&
+      num_witnesses == 0 &&
       num_required <= static_cast<size_t>(kMaxAnyOrderProperties);
   const bool any_order =
       opt_.order == PropertyOrder::kAny || repeatable ||
@@ -259,7 +291,7 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
       bit[j] = uint64_t{1} << r++;
     }
   }
-  const int64_t count_states = (cap + 1) * (witness != nullptr ? 2 : 1);
+  const int64_t count_states = (cap + 1) * (int64_t{all_found} + 1);
   const size_t seen_bits = repeatable ? num_required : n;
   const int64_t member_states =
       any_order ? (seen_bits >= 20 ? int64_t{1} << 20 : int64_t{1} << seen_bits)
@@ -288,11 +320,10 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
       const int32_t member = e_.Seq({m.key, e_.KeySeparator(), value});
       return any_order ? e_.Ref(e_.NewRule("member", member)) : member;
     };
-    m.expr = with(m.value);
-    m.witness_expr = with(m.witness_value);
+    for (int32_t value : m.values) m.exprs.push_back(with(value));
   }
-  auto accepts = [&](uint64_t seen, int64_t count, bool found) {
-    if (count < o.min_props || !found) return false;
+  auto accepts = [&](uint64_t seen, int64_t count, uint32_t found) {
+    if (count < o.min_props || found != all_found) return false;
     for (size_t j = 0; j < n; ++j) {
       if (!members[j].required) continue;
       // Any order: `seen` is a set; declared order: an index past j.
@@ -308,17 +339,17 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
   if (repeatable) {
     std::vector<int32_t> optional;
     for (size_t j = 0; j < n; ++j) {
-      if (bit[j] == 0) optional.push_back(members[j].expr);
+      if (bit[j] == 0) optional.push_back(members[j].exprs[0]);
     }
-    if (has_other) optional.push_back(other);
+    if (has_other) optional.push_back(other[0]);
     if (!optional.empty()) {
       repeat_rule = e_.NewRule("members", e_.Alt(std::move(optional)));
     }
   }
-  using State = std::tuple<uint64_t, int64_t, bool>;
+  using State = std::tuple<uint64_t, int64_t, uint32_t>;
   std::map<State, int32_t> rules;
   std::vector<State> pending;
-  auto state = [&](uint64_t seen, int64_t count, bool found) {
+  auto state = [&](uint64_t seen, int64_t count, uint32_t found) {
     count = std::min(count, cap);
     State key{seen, count, found};
     auto it = rules.find(key);
@@ -328,15 +359,16 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
     pending.push_back(key);
     return e_.Ref(rule);
   };
-  auto steps = [&](uint64_t seen, int64_t count, bool found, bool first) {
+  auto steps = [&](uint64_t seen, int64_t count, uint32_t found, bool first) {
     std::vector<int32_t> alts;
     if (o.max_props >= 0 && count >= o.max_props) return e_.Nothing();
-    // Writing member `expr` (or, not yet found, its witness form) and going
-    // on from `next`.
-    auto add = [&](int32_t expr, int32_t witness_expr, uint64_t next) {
-      alts.push_back(e_.Seq({expr, state(next, count + 1, found)}));
-      if (!found && !e_.IsNothing(witness_expr)) {
-        alts.push_back(e_.Seq({witness_expr, state(next, count + 1, true)}));
+    // Writing a member (`exprs`, per set of witnesses it stands for) and
+    // going on from `next`: as no witness, or as witnesses not found yet.
+    auto add = [&](const std::vector<int32_t>& exprs, uint64_t next) {
+      alts.push_back(e_.Seq({exprs[0], state(next, count + 1, found)}));
+      for (uint32_t as = 1; as <= all_found; ++as) {
+        if ((as & found) != 0 || e_.IsNothing(exprs[as])) continue;
+        alts.push_back(e_.Seq({exprs[as], state(next, count + 1, found | as)}));
       }
     };
     if (repeatable) {
@@ -346,9 +378,9 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
       for (size_t j = 0; j < n; ++j) {
         if (bit[j] == 0) continue;
         if (seen & bit[j]) {
-          same.push_back(members[j].expr);
+          same.push_back(members[j].exprs[0]);
         } else {
-          add(members[j].expr, members[j].witness_expr, seen | bit[j]);
+          add(members[j].exprs, seen | bit[j]);
         }
       }
       if (!same.empty()) {
@@ -358,27 +390,26 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
     } else if (any_order) {
       for (size_t j = 0; j < n; ++j) {
         if (seen & bit[j]) continue;
-        add(members[j].expr, members[j].witness_expr, seen | bit[j]);
+        add(members[j].exprs, seen | bit[j]);
       }
     } else {
       // The next declared member may be any later one, skipping only
       // optional ones.
       for (size_t j = seen; j < n; ++j) {
-        add(members[j].expr, members[j].witness_expr, j + 1);
+        add(members[j].exprs, j + 1);
         if (members[j].required) break;
       }
     }
-    if (has_other && !repeatable) add(other, witness_other, seen);
+    if (has_other && !repeatable) add(other, seen);
     if (alts.empty()) return e_.Nothing();
     // One separator before the choice: one per alternative made an
     // object's states mostly copies of it.
     return e_.Seq({first ? e_.Bytes("") : e_.ItemSeparator(depth),
                    e_.Alt(std::move(alts))});
   };
-  const bool found0 = witness == nullptr;
   const int32_t start =
-      e_.Alt({accepts(0, 0, found0) ? e_.Empty('{', '}') : e_.Nothing(),
-              e_.Seq({e_.Open('{', depth), steps(0, 0, found0, true)})});
+      e_.Alt({accepts(0, 0, 0) ? e_.Empty('{', '}') : e_.Nothing(),
+              e_.Seq({e_.Open('{', depth), steps(0, 0, 0, true)})});
   while (!pending.empty()) {
     auto [seen, count, found] = pending.back();
     pending.pop_back();
