@@ -357,11 +357,11 @@ TEST(JsonSchemaTest, SeveralContainsAreCountedTogether) {
 // ways a pattern reaches the grammar).
 TEST(JsonSchemaTest, AnchorsAnywhereInAPatternAreReadAsSearchesDo) {
   const std::vector<std::string> patterns = {
-      "^([^,]|$)",   "(^a|b$)",
-      "a^b",         "b$a",
-      "(a$)*b?",     "x(^|y)",
-      "(^|,)a($|,)", "^(/?((\\.{2})|([a-z0-9\\-]*))($|/))*$",
-      "((^))a"};
+      "^([^,]|$)", "(^a|b$)", "a^b", "b$a", "(a$)*b?", "x(^|y)", "(^|,)a($|,)",
+      "^(/?((\\.{2})|([a-z0-9\\-]*))($|/))*$", "((^))a",
+      // Lookaheads right after a leading ^.
+      "^(?!ab)[ab,]*$", "^(?=a)(?!a,)", "^(?!a$).*$", "^(?!b|,)..?$",
+      "^(?=[^,]+$)(?![.]+$)(.|/)+$"};
   const std::string alphabet = "ab,/.";
   std::vector<std::string> texts = {""};
   for (size_t n = 0; n < texts.size(); ++n) {
@@ -391,6 +391,13 @@ TEST(JsonSchemaTest, AnchorsAnywhereInAPatternAreReadAsSearchesDo) {
       }
     }
   }
+}
+
+TEST(JsonSchemaTest, LookaheadsElsewhereAreRefused) {
+  ExpectRefused(R"j({"pattern": "a(?!b)"})j", "#/pattern");
+  ExpectRefused(R"j({"pattern": "^((?!a).)*$"})j", "#/pattern");
+  // The lookahead would guard only the first alternative.
+  ExpectRefused(R"({"pattern": "^(?!a)b|c"})", "#/pattern");
 }
 
 TEST(JsonSchemaTest, Combinators) {

@@ -228,9 +228,10 @@ inline bool IsDeadline(const absl::Status& s) {
 struct RegexEntry {
   Grammar ir;
   int32_t expr = -1;
-  // A pattern with ^ or $ inside it, kept as anchor rules
-  // (ParseRegexKeepingAnchors): only its automaton reads it exactly.
-  bool anchored = false;
+  // Only the automaton reads this pattern exactly: ^ or $ inside it (the IR
+  // keeps them as anchor rules, ParseRegexKeepingAnchors) or leading
+  // lookaheads (no IR; the automaton is built at once).
+  bool automaton_only = false;
   bool dfa_done = false;
   absl::Status dfa_status;
   CharDfa dfa;

@@ -113,6 +113,70 @@ absl::StatusOr<std::vector<PatternAlt>> SplitPattern(const std::string& p,
   return alts;
 }
 
+// The index of the `)` closing the group opened at p[open], or npos.
+size_t GroupEnd(const std::string& p, size_t open) {
+  int depth = 0;
+  bool in_class = false;
+  for (size_t i = open; i < p.size(); ++i) {
+    const char c = p[i];
+    if (c == '\\') {
+      ++i;
+    } else if (in_class) {
+      in_class = c != ']';
+    } else if (c == '[') {
+      in_class = true;
+    } else if (c == '(') {
+      ++depth;
+    } else if (c == ')' && --depth == 0) {
+      return i;
+    }
+  }
+  return std::string::npos;
+}
+
+// A pattern that opens with ^ and lookaheads, "^(?!X)(?=Y)R": each
+// lookahead (negative or not) with its body, and R.
+struct Lookahead {
+  bool negative;
+  std::string body;
+};
+struct LeadingLookaheads {
+  std::vector<Lookahead> lookaheads;
+  std::string rest;
+};
+// nullopt for any other pattern, and where R has a | outside groups (the
+// lookaheads would then guard only its first alternative).
+std::optional<LeadingLookaheads> SplitLeadingLookaheads(const std::string& p) {
+  auto lookahead_at = [&](size_t pos) {
+    return p.compare(pos, 3, "(?!") == 0 || p.compare(pos, 3, "(?=") == 0;
+  };
+  if (p.empty() || p[0] != '^' || !lookahead_at(1)) return std::nullopt;
+  LeadingLookaheads out;
+  size_t pos = 1;
+  while (lookahead_at(pos)) {
+    const size_t close = GroupEnd(p, pos);
+    if (close == std::string::npos) return std::nullopt;
+    out.lookaheads.push_back(
+        {p[pos + 2] == '!', p.substr(pos + 3, close - pos - 3)});
+    pos = close + 1;
+  }
+  out.rest = p.substr(pos);
+  for (size_t i = 0; i < out.rest.size(); ++i) {
+    const char c = out.rest[i];
+    if (c == '\\') {
+      ++i;
+    } else if (c == '(' || c == '[') {
+      const size_t end =
+          c == '(' ? GroupEnd(out.rest, i) : out.rest.find(']', i + 1);
+      if (end == std::string::npos) return std::nullopt;
+      i = end;
+    } else if (c == '|') {
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
 // ECMAScript's `.` matches no line terminator (\n, \r, U+2028, U+2029);
 // the regex parser's matches every code point but \n. Spells each `.`
 // outside a class out as the class ECMAScript means.
@@ -169,6 +233,27 @@ absl::StatusOr<RegexEntry*> Converter::GetRegex(const RegexRef& r) {
     if (!g.ok()) return g.status();
     entry->ir = *std::move(g);
     entry->expr = entry->ir.rules[entry->ir.root].body;
+  } else if (std::optional<LeadingLookaheads> la =
+                 SplitLeadingLookaheads(r.text)) {
+    // "^(?!X)R": the strings "^R" is found in that "^(?:X)" is not (and
+    // "(?=" those it is). Lookaheads anywhere else stay refused.
+    absl::StatusOr<const CharDfa*> base =
+        RegexDfa(RegexRef{RegexRef::kPattern, "^" + la->rest, r.loc});
+    if (!base.ok()) return base.status();
+    CharDfa dfa = **base;
+    for (const Lookahead& l : la->lookaheads) {
+      absl::StatusOr<const CharDfa*> x =
+          RegexDfa(RegexRef{RegexRef::kPattern, "^(?:" + l.body + ")", r.loc});
+      if (!x.ok()) return x.status();
+      absl::StatusOr<CharDfa> y =
+          l.negative ? Subtract(dfa, **x, opt_.dfa)
+                     : json_schema_internal::Intersect(dfa, **x, opt_.dfa);
+      if (!y.ok()) return y.status();
+      dfa = *std::move(y);
+    }
+    entry->automaton_only = true;
+    entry->dfa_done = true;
+    entry->dfa = std::move(dfa);
   } else {
     // JSON Schema patterns search: an alternative not anchored at an end may
     // have anything before or after it.
@@ -184,7 +269,7 @@ absl::StatusOr<RegexEntry*> Converter::GetRegex(const RegexRef& r) {
       if (!g.ok()) return g.status();
       ir = *std::move(g);
       entry->expr = ir.rules[ir.root].body;
-      entry->anchored = true;
+      entry->automaton_only = true;
       RegexEntry* out = entry.get();
       regexes_.emplace(key, std::move(entry));
       return out;
@@ -216,7 +301,7 @@ absl::StatusOr<const CharDfa*> Converter::RegexDfa(const RegexRef& r) {
     e.dfa_done = true;
     CharNfa nfa;
     absl::StatusOr<CharNfa::Fragment> f = nfa.AddExpr(e.ir, e.expr, opt_.dfa);
-    if (f.ok() && e.anchored) {
+    if (f.ok() && e.automaton_only) {
       // Searched for: anything before and after, the anchors deciding
       // where the match may start and end.
       const CharNfa::Fragment before = nfa.AddAnyString();
@@ -350,10 +435,9 @@ absl::StatusOr<int32_t> Converter::StringExpr(const SimpleSchema& s) {
   const std::string key = c.Key();
   auto it = string_rules_.find(key);
   if (it != string_rules_.end()) return e_.Ref(it->second);
-  // A pattern with anchors inside is read exactly only by its automaton.
-  auto anchored = [&](const RegexRef& r) {
+  auto automaton_only = [&](const RegexRef& r) {
     absl::StatusOr<RegexEntry*> entry = GetRegex(r);
-    return entry.ok() && (*entry)->anchored;
+    return entry.ok() && (*entry)->automaton_only;
   };
   int32_t body;
   if (c.must.empty() && c.must_not.empty() && c.excluded.empty()) {
@@ -370,7 +454,7 @@ absl::StatusOr<int32_t> Converter::StringExpr(const SimpleSchema& s) {
         e_.CountedChar(), static_cast<int32_t>(c.min_len),
         c.max_len < 0 ? kUnbounded : static_cast<int32_t>(c.max_len)));
   } else if (c.must.size() == 1 && c.must_not.empty() && c.excluded.empty() &&
-             !c.HasLength() && !anchored(c.must[0])) {
+             !c.HasLength() && !automaton_only(c.must[0])) {
     // A single pattern or format is written straight from its regex, which
     // keeps large formats (date-time, ipv6, uri) out of automata.
     absl::StatusOr<RegexEntry*> entry = GetRegex(c.must[0]);
