@@ -8,7 +8,6 @@
 // carries the same groups as deploy/prometheus/grammard_rules.yml, which
 // `promtool check rules` accepts.
 #include <algorithm>
-#include <filesystem>
 #include <map>
 #include <optional>
 #include <regex>
@@ -21,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "deploy/testing/deploy_testing.h"
+#include "deploy/testing/overlay.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/paths.h"
@@ -44,46 +44,17 @@ struct Rendered {
 
 Rendered RenderAll() {
   Rendered r;
-  const std::string kubectl = FindExecutable("kubectl");
-  if (kubectl.empty()) {
-    r.skip = MissingToolMessage("kubectl", "renders the kustomize overlays");
-    return r;
-  }
-  if (FindExecutable("yq").empty()) {
-    r.skip = MissingToolMessage("yq", "reads the rendered YAML as JSON");
-    return r;
-  }
-  // kustomize refuses files that resolve outside the kustomization's root,
-  // which runfile symlinks do: render a dereferenced copy.
-  const std::string base = DeployFile("k8s/base/kustomization.yaml");
-  if (base.empty()) {
-    r.error = "deploy/k8s is not in the runfiles";
-    return r;
-  }
-  const std::filesystem::path source =
-      std::filesystem::path(base).parent_path().parent_path();
-  const std::string copy = MakeTempDir() + "/k8s";
-  std::error_code ec;
-  std::filesystem::copy(source, copy, std::filesystem::copy_options::recursive,
-                        ec);
-  if (ec) {
-    r.error = "copying deploy/k8s: " + ec.message();
-    return r;
-  }
   for (const char* overlay : kOverlays) {
-    const std::string dir = copy + "/overlays/" + overlay;
-    absl::StatusOr<CommandResult> out = RunCommand({kubectl, "kustomize", dir});
-    if (!out.ok() || out->exit_code != 0) {
-      r.error = absl::StrCat("kubectl kustomize overlays/", overlay, ": ",
-                             out.ok() ? out->err : out.status().ToString());
+    absl::StatusOr<std::vector<json>> objects = RenderOverlay(overlay);
+    if (absl::IsFailedPrecondition(objects.status())) {
+      r.skip = std::string(objects.status().message());
       return r;
     }
-    absl::StatusOr<std::vector<json>> docs = YamlStringDocuments(out->out);
-    if (!docs.ok()) {
-      r.error = docs.status().ToString();
+    if (!objects.ok()) {
+      r.error = objects.status().ToString();
       return r;
     }
-    r.objects[overlay] = *docs;
+    r.objects[overlay] = *std::move(objects);
   }
   return r;
 }
@@ -107,22 +78,6 @@ std::set<std::string> DaemonFlags() {
     if (std::regex_search(s, m, flag)) flags.insert(m[1]);
   }
   return flags;
-}
-
-std::vector<json*> OfKind(std::vector<json>& objects, const std::string& kind) {
-  std::vector<json*> found;
-  for (json& o : objects) {
-    if (o.value("kind", "") == kind) found.push_back(&o);
-  }
-  return found;
-}
-
-json* Find(std::vector<json>& objects, const std::string& kind,
-           const std::string& name) {
-  for (json* o : OfKind(objects, kind)) {
-    if ((*o)["metadata"].value("name", "") == name) return o;
-  }
-  return nullptr;
 }
 
 // Every container and init container of a pod spec.
@@ -172,44 +127,16 @@ class ManifestsTest : public ::testing::TestWithParam<const char*> {
 
   // The sidecar's args with $(VAR) replaced from its ConfigMap-sourced
   // environment (as the kubelet does); an unknown variable is a failure.
-  std::vector<std::string> ExpandedArgs() const {
-    std::map<std::string, std::string> env;
-    for (json& from : sidecar_->value("envFrom", json::array())) {
-      if (!from.contains("configMapRef")) continue;
-      const std::string name = from["configMapRef"].value("name", "");
-      json* map = Find(*objects_, "ConfigMap", name);
-      EXPECT_NE(map, nullptr) << "envFrom names a missing ConfigMap " << name;
-      if (map == nullptr) continue;
-      for (const auto& [key, value] : (*map)["data"].items()) {
-        env[key] = value.get<std::string>();
-      }
-    }
-    for (json& e : sidecar_->value("env", json::array())) {
-      if (e.contains("value")) env[e["name"]] = e["value"];
-    }
-    static const std::regex var(R"(\$\(([A-Za-z_][A-Za-z0-9_]*)\))");
-    std::vector<std::string> args;
-    for (json& a : sidecar_->value("args", json::array())) {
-      std::string arg = a.get<std::string>(), out;
-      auto last = arg.cbegin();
-      for (std::sregex_iterator it(arg.begin(), arg.end(), var), end; it != end;
-           ++it) {
-        out.append(last, arg.cbegin() + it->position());
-        const std::string name = (*it)[1];
-        EXPECT_TRUE(env.count(name))
-            << arg << ": " << name << " is in no ConfigMap the sidecar reads";
-        out += env[name];
-        last = arg.cbegin() + it->position() + it->length();
-      }
-      out.append(last, arg.cend());
-      args.push_back(out);
-    }
-    return args;
+  std::vector<std::string> SidecarArgs() const {
+    absl::StatusOr<std::vector<std::string>> args =
+        ExpandedArgs(*objects_, *sidecar_);
+    EXPECT_TRUE(args.ok()) << args.status();
+    return args.value_or(std::vector<std::string>());
   }
 
   // The value of --name=value in the expanded args, or nullopt.
   std::optional<std::string> Flag(const std::string& name) const {
-    for (const std::string& a : ExpandedArgs()) {
+    for (const std::string& a : SidecarArgs()) {
       if (absl::StartsWith(a, "--" + name + "=")) {
         return a.substr(name.size() + 3);
       }
@@ -346,7 +273,7 @@ TEST_P(ManifestsTest, SidecarFlagsAreTheDaemonsAndComeFromTheConfigMap) {
     if (absl::StrContains(a.get<std::string>(), "$(")) from_config_map = true;
   }
   EXPECT_TRUE(from_config_map) << "no flag takes its value from the ConfigMap";
-  for (const std::string& arg : ExpandedArgs()) {
+  for (const std::string& arg : SidecarArgs()) {
     ASSERT_TRUE(absl::StartsWith(arg, "--")) << arg;
     const std::string name = arg.substr(2, arg.find('=') - 2);
     EXPECT_TRUE(flags.count(name))

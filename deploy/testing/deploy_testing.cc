@@ -2,6 +2,7 @@
 #include "deploy/testing/deploy_testing.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -64,13 +66,15 @@ std::string MakeTempDir() {
   return pattern;
 }
 
-absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv) {
+absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
+                                         std::chrono::seconds timeout) {
   const std::string dir = MakeTempDir();
   if (dir.empty()) return absl::InternalError("mkdtemp failed");
   const std::string out_path = dir + "/out", err_path = dir + "/err";
   const pid_t pid = fork();
   if (pid < 0) return absl::InternalError("fork failed");
   if (pid == 0) {
+    setpgid(0, 0);  // its children too die with it on a timeout
     const int in = open("/dev/null", O_RDONLY);
     const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -85,7 +89,17 @@ absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv) {
     _exit(127);
   }
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
+  bool timed_out = false;
+  const auto give_up = std::chrono::steady_clock::now() + timeout;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > give_up) {
+      timed_out = true;
+      kill(-pid, SIGKILL);
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   CommandResult result;
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -94,6 +108,12 @@ absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv) {
   unlink(out_path.c_str());
   unlink(err_path.c_str());
   rmdir(dir.c_str());
+  if (timed_out) {
+    const std::string printed = result.out + result.err;
+    return absl::DeadlineExceededError(absl::StrCat(
+        argv[0], " did not finish within ", timeout.count(), " s; it printed: ",
+        printed.substr(printed.size() > 4000 ? printed.size() - 4000 : 0)));
+  }
   if (result.exit_code == 127 && result.out.empty() && result.err.empty()) {
     return absl::InternalError("cannot execute " + argv[0]);
   }

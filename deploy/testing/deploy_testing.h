@@ -8,6 +8,7 @@
 #ifndef GRAMMARD_DEPLOY_TESTING_DEPLOY_TESTING_H_
 #define GRAMMARD_DEPLOY_TESTING_DEPLOY_TESTING_H_
 
+#include <chrono>
 #include <set>
 #include <string>
 #include <vector>
@@ -38,8 +39,12 @@ struct CommandResult {
 };
 
 // Runs argv (argv[0] a path) to completion with stdin from /dev/null;
-// Internal only when it cannot be started.
-absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv);
+// Internal only when it cannot be started. Past `timeout` its whole process
+// group is killed and the answer is DeadlineExceeded, with the end of what it
+// printed.
+absl::StatusOr<CommandResult> RunCommand(
+    const std::vector<std::string>& argv,
+    std::chrono::seconds timeout = std::chrono::seconds(300));
 
 // Every document of a YAML stream as JSON, through `yq -c .`
 // (FailedPrecondition when yq is missing; empty documents are dropped).

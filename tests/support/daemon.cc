@@ -182,8 +182,12 @@ absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
 }
 
 double Metric(const Daemon& daemon, const std::string& name, int* samples) {
+  return Metric(daemon.metrics_port(), name, samples);
+}
+
+double Metric(int metrics_port, const std::string& name, int* samples) {
   if (samples != nullptr) *samples = 0;
-  auto text = HttpGet(daemon.metrics_port(), "/metrics");
+  auto text = HttpGet(metrics_port, "/metrics");
   if (!text.ok()) return -1;
   double sum = 0;
   std::istringstream lines(*text);

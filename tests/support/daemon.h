@@ -79,6 +79,10 @@ absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
 // the page cannot be read. With `samples`, how many there were.
 double Metric(const Daemon& daemon, const std::string& name,
               int* samples = nullptr);
+// The same for the /metrics page on 127.0.0.1:<metrics_port> (a daemon this
+// process did not start: in a container, behind a published port).
+double Metric(int metrics_port, const std::string& name,
+              int* samples = nullptr);
 
 }  // namespace grammard::testing
 
