@@ -42,12 +42,15 @@ if [ "${SANITIZE_ALL:-0}" != 0 ]; then
   TSAN_TARGETS="$TSAN_TARGETS + tests(//tests/integration/...)"
 fi
 # Nothing a sanitizer can look into: the format check (clang-format over the
-# tree).
-ASAN_SKIP='//tools:format_test'
+# tree); and tests tagged "container" (deploy/image_test), which put the
+# binaries in an image without the sanitizers' runtimes.
+CONTAINER_TESTS='attr(tags, "[\[ ]container[,\]]", tests(//...))'
+ASAN_SKIP="//tools:format_test + $CONTAINER_TESTS"
 # python3 (uninstrumented) loading the instrumented client library; and the
 # bad-input catalogue, whose 3 s compile deadline TSan's slowdown overruns
 # (the ASan stage runs it).
-TSAN_SKIP='//client:grammard_client_ctypes_test + //tests/integration:bad_input_test'
+TSAN_SKIP="//client:grammard_client_ctypes_test + //tests/integration:bad_input_test
+  + $CONTAINER_TESTS"
 
 # Line tables only (-g1): reports keep their file:line, and the stage
 # compiles in about 60% of the time full debug information takes.
