@@ -8,6 +8,7 @@
 // carries the same groups as deploy/prometheus/grammard_rules.yml, which
 // `promtool check rules` accepts.
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <regex>
@@ -381,6 +382,69 @@ TEST_P(ManifestsTest, RedisOnlyInTheRedisOverlayAndWiredThrough) {
     }
   }
   EXPECT_TRUE(uses_secret) << "Redis does not read the grammard-redis Secret";
+}
+
+// Every container names an image with a tag; the sidecar's is the
+// repository tools/build_image.sh tags (grammard), which the base's `images`
+// points at a registry.
+TEST_P(ManifestsTest, EveryContainerHasATaggedImage) {
+  for (const char* kind : {"Deployment", "StatefulSet", "DaemonSet"}) {
+    for (json* w : OfKind(*objects_, kind)) {
+      for (json* c : Containers((*w)["spec"]["template"]["spec"])) {
+        const std::string image = c->value("image", "");
+        const std::string where = absl::StrCat(
+            (*w)["metadata"].value("name", ""), "/", c->value("name", ""));
+        EXPECT_FALSE(image.empty()) << where << " has no image";
+        const size_t slash = image.rfind('/');
+        EXPECT_NE(image.find(':', slash == std::string::npos ? 0 : slash),
+                  std::string::npos)
+            << where << ": " << image << " has no tag";
+      }
+    }
+  }
+  const std::string image = sidecar_->value("image", "");
+  EXPECT_TRUE(absl::StrContains(image, "/grammard:")) << image;
+}
+
+// kubectl decodes every object of a built-in kind into its typed API (a
+// misplaced or mistyped field fails here) and edits them offline
+// (`--local`): a label on each, and the sidecar's image, as a deploy of a
+// locally built image would set it.
+TEST_P(ManifestsTest, KubectlEditsTheBuiltInKindsOffline) {
+  const std::string kubectl = FindExecutable("kubectl");
+  ASSERT_FALSE(kubectl.empty());
+  const std::string dir = MakeTempDir();
+  std::ofstream all(dir + "/built_in.yaml"),
+      deployment(dir + "/inference.yaml");
+  int built_in = 0;
+  for (json& o : *objects_) {
+    // The Prometheus Operator's kinds are custom resources kubectl cannot
+    // decode without their definitions.
+    if (absl::StrContains(o.value("apiVersion", ""), ".coreos.com/")) continue;
+    all << "---\n" << o.dump() << "\n";
+    ++built_in;
+  }
+  deployment << deployment_->dump() << "\n";
+  all.close();
+  deployment.close();
+  EXPECT_GE(built_in, 3);  // Deployment, ConfigMap, PersistentVolumeClaim
+  absl::StatusOr<CommandResult> labelled =
+      RunCommand({kubectl, "label", "--local", "-f", dir + "/built_in.yaml",
+                  "grammard.test/edited=yes", "-o", "name"});
+  ASSERT_TRUE(labelled.ok()) << labelled.status();
+  EXPECT_EQ(labelled->exit_code, 0) << labelled->err;
+  EXPECT_EQ(std::count(labelled->out.begin(), labelled->out.end(), '\n'),
+            built_in)
+      << labelled->out;
+  absl::StatusOr<CommandResult> set = RunCommand(
+      {kubectl, "set", "image", "--local", "-f", dir + "/inference.yaml",
+       "grammard=localhost/grammard:test", "-o", "json"});
+  ASSERT_TRUE(set.ok()) << set.status();
+  ASSERT_EQ(set->exit_code, 0) << set->err;
+  json edited = json::parse(set->out, nullptr, false);
+  json* sidecar = PodContainer(edited["spec"]["template"]["spec"], "grammard");
+  ASSERT_NE(sidecar, nullptr) << set->out;
+  EXPECT_EQ(sidecar->value("image", ""), "localhost/grammard:test");
 }
 
 TEST_P(ManifestsTest, PrometheusRuleHasTheRulesFilesGroups) {
