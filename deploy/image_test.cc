@@ -197,7 +197,7 @@ class ImageTest : public ::testing::Test {
     const auto start = steady_clock::now();
     absl::StatusOr<CommandResult> built = RunCommand(
         {"/bin/bash", script, "--binaries=" + binaries, "--tag=" + image_},
-        seconds(900));
+        seconds(600));
     if (!built.ok() || built->exit_code != 0) {
       error_ = built.ok() ? absl::StrCat("tools/build_image.sh exited ",
                                          built->exit_code, ":\n", built->err)
@@ -469,6 +469,7 @@ TEST_F(ImageTest, WithTheRedisOverlayASecondReplicaLoadsWhatTheFirstCompiled) {
   const std::string network = UniqueName("grammard-test-net");
   ASSERT_TRUE(podman_->Run({"network", "create", network}).ok());
   cleanup.network = network;
+  // Declared after `cleanup`: the containers go before their network.
   std::unique_ptr<Container> redis;
   {
     absl::StatusOr<std::unique_ptr<Container>> c = Container::Start(
@@ -478,7 +479,6 @@ TEST_F(ImageTest, WithTheRedisOverlayASecondReplicaLoadsWhatTheFirstCompiled) {
     ASSERT_TRUE(c.ok()) << c.status();
     redis = *std::move(c);
   }
-  // Containers go before the network (declared after cleanup).
   const auto give_up = steady_clock::now() + seconds(30);
   while (!absl::StrContains(redis->Logs(), "Ready to accept connections")) {
     ASSERT_LT(steady_clock::now(), give_up) << "Redis not ready within 30 s:\n"
