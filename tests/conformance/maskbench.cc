@@ -507,8 +507,8 @@ int Run() {
   std::printf("\nCompile errors by code:");
   for (const auto& [code, n] : error_codes)
     std::printf(" %s=%d", absl::StatusCodeToString(code).c_str(), n);
-  const size_t show = static_cast<size_t>(
-      std::max(0, absl::GetFlag(FLAGS_show_errors)));
+  const size_t show =
+      static_cast<size_t>(std::max(0, absl::GetFlag(FLAGS_show_errors)));
   std::printf("\nCompile errors (%zu; first %zu):\n", compile_errors.size(),
               show);
   for (size_t i = 0; i < compile_errors.size() && i < show; ++i)

@@ -3,8 +3,10 @@
 // rejects.
 #include "grammar/frontends/json_schema/json_schema.h"
 
+#include <optional>
 #include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +17,28 @@
 
 namespace grammard::grammar {
 namespace {
+
+// The Earley oracle of `schema`'s grammar, or nullopt after a failure
+// saying why there is none.
+std::optional<EarleyOracle> OracleFor(const std::string& schema,
+                                      const JsonSchemaOptions& options = {}) {
+  absl::StatusOr<JsonSchemaResult> r = JsonSchemaToGrammar(schema, options);
+  if (!r.ok()) {
+    ADD_FAILURE() << schema << ": " << r.status();
+    return std::nullopt;
+  }
+  absl::StatusOr<Grammar> bytes = LowerToBytes(r->grammar);
+  if (!bytes.ok()) {
+    ADD_FAILURE() << schema << ": " << bytes.status();
+    return std::nullopt;
+  }
+  absl::StatusOr<EarleyOracle> oracle = EarleyOracle::Create(*bytes);
+  if (!oracle.ok()) {
+    ADD_FAILURE() << schema << ": " << oracle.status();
+    return std::nullopt;
+  }
+  return *std::move(oracle);
+}
 
 // Converts `schema` and expects `good` texts accepted and `bad` rejected.
 void Expect(const std::string& schema, const std::vector<std::string>& good,
@@ -311,12 +335,8 @@ TEST(JsonSchemaTest, SeveralContainsAreCountedTogether) {
           c.max >= 0 ? absl::StrCat(R"(, "maxContains": )", c.max) : "", "}");
     }
     schema += "]}";
-    absl::StatusOr<JsonSchemaResult> r = JsonSchemaToGrammar(schema);
-    ASSERT_TRUE(r.ok()) << schema << ": " << r.status();
-    absl::StatusOr<Grammar> bytes = LowerToBytes(r->grammar);
-    ASSERT_TRUE(bytes.ok()) << bytes.status();
-    absl::StatusOr<EarleyOracle> oracle = EarleyOracle::Create(*bytes);
-    ASSERT_TRUE(oracle.ok()) << oracle.status();
+    std::optional<EarleyOracle> oracle = OracleFor(schema);
+    ASSERT_TRUE(oracle.has_value());
     std::vector<std::vector<std::string>> arrays = {{}};
     for (size_t n = 0; n < arrays.size(); ++n) {
       const std::vector<std::string> items = arrays[n];
@@ -375,12 +395,8 @@ TEST(JsonSchemaTest, AnchorsAnywhereInAPatternAreReadAsSearchesDo) {
       const std::string schema = R"({"type": "string", "pattern": )" +
                                  nlohmann::ordered_json(pattern).dump() +
                                  length + "}";
-      absl::StatusOr<JsonSchemaResult> r = JsonSchemaToGrammar(schema);
-      ASSERT_TRUE(r.ok()) << schema << ": " << r.status();
-      absl::StatusOr<Grammar> bytes = LowerToBytes(r->grammar);
-      ASSERT_TRUE(bytes.ok()) << bytes.status();
-      absl::StatusOr<EarleyOracle> oracle = EarleyOracle::Create(*bytes);
-      ASSERT_TRUE(oracle.ok()) << oracle.status();
+      std::optional<EarleyOracle> oracle = OracleFor(schema);
+      ASSERT_TRUE(oracle.has_value());
       for (const std::string& t : texts) {
         const bool valid =
             std::regex_search(t, re) && (*length == '\0' || t.size() <= 3);
@@ -474,12 +490,8 @@ TEST(JsonSchemaTest, SeveralNegatedAdditionalPropertiesEachFindAMember) {
                       witnesses[i].integer ? "integer" : "string", R"("}}})");
     }
     schema += "]}";
-    absl::StatusOr<JsonSchemaResult> r = JsonSchemaToGrammar(schema, any_order);
-    ASSERT_TRUE(r.ok()) << schema << ": " << r.status();
-    absl::StatusOr<Grammar> bytes = LowerToBytes(r->grammar);
-    ASSERT_TRUE(bytes.ok()) << bytes.status();
-    absl::StatusOr<EarleyOracle> oracle = EarleyOracle::Create(*bytes);
-    ASSERT_TRUE(oracle.ok()) << oracle.status();
+    std::optional<EarleyOracle> oracle = OracleFor(schema, any_order);
+    ASSERT_TRUE(oracle.has_value());
     for (const auto& object : objects) {
       bool valid = true;
       for (const Witness& w : witnesses) {

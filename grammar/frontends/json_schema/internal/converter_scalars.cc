@@ -20,13 +20,12 @@ struct PatternAlt {
   bool start = false;
   bool end = false;
 };
-// The inside of `p` when all of it is one group, "(...)" or "(?:...)";
-// nullopt otherwise.
-std::optional<std::string> GroupInside(const std::string& p) {
-  if (p.size() < 2 || p[0] != '(' || p.back() != ')') return std::nullopt;
+
+// The index of the `)` closing the group opened at p[open], or npos.
+size_t GroupEnd(const std::string& p, size_t open) {
   int depth = 0;
   bool in_class = false;
-  for (size_t i = 0; i < p.size(); ++i) {
+  for (size_t i = open; i < p.size(); ++i) {
     const char c = p[i];
     if (c == '\\') {
       ++i;
@@ -36,9 +35,18 @@ std::optional<std::string> GroupInside(const std::string& p) {
       in_class = true;
     } else if (c == '(') {
       ++depth;
-    } else if (c == ')' && --depth == 0 && i + 1 != p.size()) {
-      return std::nullopt;  // the first group closes before the end
+    } else if (c == ')' && --depth == 0) {
+      return i;
     }
+  }
+  return std::string::npos;
+}
+
+// The inside of `p` when all of it is one group, "(...)" or "(?:...)";
+// nullopt otherwise.
+std::optional<std::string> GroupInside(const std::string& p) {
+  if (p.size() < 2 || p[0] != '(' || GroupEnd(p, 0) != p.size() - 1) {
+    return std::nullopt;
   }
   if (p.compare(0, 3, "(?:") == 0) return p.substr(3, p.size() - 4);
   if (p.compare(0, 2, "(?") == 0) return std::nullopt;  // lookaround, names
@@ -111,27 +119,6 @@ absl::StatusOr<std::vector<PatternAlt>> SplitPattern(const std::string& p,
   }
   GRAMMARD_RETURN_IF_ERROR(finish(p.size()));
   return alts;
-}
-
-// The index of the `)` closing the group opened at p[open], or npos.
-size_t GroupEnd(const std::string& p, size_t open) {
-  int depth = 0;
-  bool in_class = false;
-  for (size_t i = open; i < p.size(); ++i) {
-    const char c = p[i];
-    if (c == '\\') {
-      ++i;
-    } else if (in_class) {
-      in_class = c != ']';
-    } else if (c == '[') {
-      in_class = true;
-    } else if (c == '(') {
-      ++depth;
-    } else if (c == ')' && --depth == 0) {
-      return i;
-    }
-  }
-  return std::string::npos;
 }
 
 // A pattern that opens with ^ and lookaheads, "^(?!X)(?=Y)R": each
