@@ -3,6 +3,7 @@
 // rejects.
 #include "grammar/frontends/json_schema/json_schema.h"
 
+#include <chrono>
 #include <optional>
 #include <regex>
 #include <string>
@@ -692,6 +693,68 @@ TEST(JsonSchemaTest, HostileSchemasFailCleanly) {
   alternatives += "]}";
   EXPECT_EQ(JsonSchemaToGrammar(alternatives).status().code(),
             absl::StatusCode::kResourceExhausted);
+}
+
+// Hostile uses of what this front end reads exactly since issue 35: each is
+// refused by its own bound, naming the keyword, or converted; none runs into
+// the (generous) deadline, which would mean an unbounded construction.
+TEST(JsonSchemaTest, HostileUsesOfTheExactKeywordsStayBounded) {
+  JsonSchemaOptions options;
+  options.deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  auto convert = [&](const std::string& schema) {
+    return JsonSchemaToGrammar(schema, options).status();
+  };
+  // Four contains, each counted to 1,000.
+  std::string counted = R"({"allOf": [)";
+  for (int i = 0; i < 4; ++i) {
+    absl::StrAppend(&counted, i ? "," : "", R"({"contains": {"const": )", i,
+                    R"(}, "minContains": 1000})");
+  }
+  counted += "]}";
+  absl::Status s = convert(counted);
+  EXPECT_NE(s.message().find("needs more than 4096 rules"), std::string::npos)
+      << s;
+  // 64 patterns that all overlap: their names would split 2^64 ways.
+  std::string overlapping = R"({"patternProperties": {)";
+  for (int i = 0; i < 64; ++i) {
+    absl::StrAppend(&overlapping, i ? "," : "", "\"",
+                    std::string(1, 'a' + i % 26), i / 26,
+                    "\": {\"type\": \"integer\"}");
+  }
+  overlapping += "}}";
+  s = convert(overlapping);
+  EXPECT_NE(s.message().find("more than 64 classes"), std::string::npos) << s;
+  // Three witnesses on an object of 20 members in any order.
+  JsonSchemaOptions any_order = options;
+  any_order.property_order = JsonPropertyOrder::kAny;
+  std::string members = R"({"type": "object", "properties": {)";
+  for (int i = 0; i < 20; ++i) {
+    absl::StrAppend(&members, i ? "," : "", "\"p", i, "\": {}");
+  }
+  members += R"(}, "allOf": [)";
+  for (int i = 0; i < 3; ++i) {
+    absl::StrAppend(&members, i ? "," : "",
+                    R"({"not": {"additionalProperties": {"const": )", i, "}}}");
+  }
+  members += "]}";
+  s = JsonSchemaToGrammar(members, any_order).status();
+  EXPECT_NE(s.message().find("grammar rules in any order"), std::string::npos)
+      << s;
+  // A pattern of 2,000 anchored alternatives inside a group, repeated.
+  std::string anchors = "^(";
+  for (int i = 0; i < 2000; ++i) {
+    absl::StrAppend(&anchors, i ? "|" : "", "x", i, "$");
+  }
+  anchors += ")*$";
+  s = convert(R"({"type": "string", "pattern": ")" + anchors + "\"}");
+  EXPECT_TRUE(s.ok()) << s;
+  // Leading lookaheads, one per word of a long list.
+  std::string lookaheads = "^";
+  for (int i = 0; i < 200; ++i) absl::StrAppend(&lookaheads, "(?!w", i, "$)");
+  lookaheads += ".*";
+  s = convert(R"({"type": "string", "pattern": ")" + lookaheads + "\"}");
+  EXPECT_TRUE(s.ok()) << s;
 }
 
 TEST(JsonSchemaTest, LimitsGiveClearErrors) {
