@@ -382,7 +382,9 @@ TEST(JsonSchemaTest, AnchorsAnywhereInAPatternAreReadAsSearchesDo) {
       "^(/?((\\.{2})|([a-z0-9\\-]*))($|/))*$", "((^))a",
       // Lookaheads right after a leading ^.
       "^(?!ab)[ab,]*$", "^(?=a)(?!a,)", "^(?!a$).*$", "^(?!b|,)..?$",
-      "^(?=[^,]+$)(?![.]+$)(.|/)+$"};
+      "^(?=[^,]+$)(?![.]+$)(.|/)+$",
+      // An escaped ] does not end a class: its | is no alternation.
+      "^(?!a)[\\]|,a]+$"};
   const std::string alphabet = "ab,/.";
   std::vector<std::string> texts = {""};
   for (size_t n = 0; n < texts.size(); ++n) {

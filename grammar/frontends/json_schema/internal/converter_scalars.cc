@@ -11,10 +11,29 @@ namespace {
 // 64 KiB keeps the common 32767 and 65535 within reach.
 constexpr int64_t kMaxCountedLength = 65536;
 
-// Splits a pattern into its top-level alternatives, each with whether it is
-// anchored at the start (^) and at the end ($), or sets *elsewhere for
-// anchors anywhere else, whose meaning under JSON Schema's search semantics
-// the regex parser's full-match reading would change.
+// Calls visit(i) for each character of `p` from `from` on that is neither
+// escaped nor inside a class [...] (ECMAScript's: the first `]` ends it), so
+// may be a group, an alternation or an anchor; stops at the first call that
+// returns false. The one reading of a pattern's structure the splitters
+// below share.
+template <typename Visit>
+void ForEachSyntaxChar(const std::string& p, size_t from, Visit visit) {
+  bool in_class = false;
+  for (size_t i = from; i < p.size(); ++i) {
+    const char c = p[i];
+    if (c == '\\') {
+      ++i;
+    } else if (in_class) {
+      in_class = c != ']';
+    } else if (c == '[') {
+      in_class = true;
+    } else if (!visit(i)) {
+      return;
+    }
+  }
+}
+
+// One top-level alternative of a pattern.
 struct PatternAlt {
   std::string text;
   bool start = false;
@@ -24,22 +43,17 @@ struct PatternAlt {
 // The index of the `)` closing the group opened at p[open], or npos.
 size_t GroupEnd(const std::string& p, size_t open) {
   int depth = 0;
-  bool in_class = false;
-  for (size_t i = open; i < p.size(); ++i) {
-    const char c = p[i];
-    if (c == '\\') {
-      ++i;
-    } else if (in_class) {
-      in_class = c != ']';
-    } else if (c == '[') {
-      in_class = true;
-    } else if (c == '(') {
+  size_t end = std::string::npos;
+  ForEachSyntaxChar(p, open, [&](size_t i) {
+    if (p[i] == '(') {
       ++depth;
-    } else if (c == ')' && --depth == 0) {
-      return i;
+    } else if (p[i] == ')' && --depth == 0) {
+      end = i;
+      return false;
     }
-  }
-  return std::string::npos;
+    return true;
+  });
+  return end;
 }
 
 // The inside of `p` when all of it is one group, "(...)" or "(?:...)";
@@ -53,6 +67,10 @@ std::optional<std::string> GroupInside(const std::string& p) {
   return p.substr(1, p.size() - 2);
 }
 
+// Splits a pattern into its top-level alternatives, each with whether it is
+// anchored at the start (^) and at the end ($), or sets *elsewhere for
+// anchors anywhere else, whose meaning under JSON Schema's search semantics
+// the regex parser's full-match reading would change.
 absl::StatusOr<std::vector<PatternAlt>> SplitPattern(const std::string& p,
                                                      bool* elsewhere,
                                                      int depth_left = 32) {
@@ -63,7 +81,6 @@ absl::StatusOr<std::vector<PatternAlt>> SplitPattern(const std::string& p,
   std::vector<size_t> anchors;  // offsets of unescaped ^ and $ outside classes
   size_t begin = 0;
   int depth = 0;
-  bool in_class = false;
   auto finish = [&](size_t end) -> absl::Status {
     // An alternative that is one group, as in "(^a+$)|^b", is the
     // alternatives inside it.
@@ -94,29 +111,22 @@ absl::StatusOr<std::vector<PatternAlt>> SplitPattern(const std::string& p,
     anchors.clear();
     return absl::OkStatus();
   };
-  for (size_t i = 0; i < p.size(); ++i) {
-    char c = p[i];
-    if (c == '\\') {
-      ++i;
-      continue;
-    }
-    if (in_class) {
-      if (c == ']') in_class = false;
-      continue;
-    }
-    if (c == '[') {
-      in_class = true;
-    } else if (c == '(') {
+  absl::Status status;
+  ForEachSyntaxChar(p, 0, [&](size_t i) {
+    const char c = p[i];
+    if (c == '(') {
       ++depth;
     } else if (c == ')') {
       --depth;
     } else if (c == '|' && depth == 0) {
-      GRAMMARD_RETURN_IF_ERROR(finish(i));
+      status = finish(i);
       begin = i + 1;
     } else if (c == '^' || c == '$') {
       anchors.push_back(i);
     }
-  }
+    return status.ok();
+  });
+  GRAMMARD_RETURN_IF_ERROR(status);
   GRAMMARD_RETURN_IF_ERROR(finish(p.size()));
   return alts;
 }
@@ -148,19 +158,20 @@ std::optional<LeadingLookaheads> SplitLeadingLookaheads(const std::string& p) {
     pos = close + 1;
   }
   out.rest = p.substr(pos);
-  for (size_t i = 0; i < out.rest.size(); ++i) {
+  int depth = 0;
+  bool alternation = false;
+  ForEachSyntaxChar(out.rest, 0, [&](size_t i) {
     const char c = out.rest[i];
-    if (c == '\\') {
-      ++i;
-    } else if (c == '(' || c == '[') {
-      const size_t end =
-          c == '(' ? GroupEnd(out.rest, i) : out.rest.find(']', i + 1);
-      if (end == std::string::npos) return std::nullopt;
-      i = end;
-    } else if (c == '|') {
-      return std::nullopt;
+    if (c == '(') {
+      ++depth;
+    } else if (c == ')') {
+      --depth;
+    } else {
+      alternation = c == '|' && depth == 0;
     }
-  }
+    return !alternation;
+  });
+  if (alternation) return std::nullopt;
   return out;
 }
 
