@@ -15,7 +15,8 @@
 // (each up to its deadline) cannot make another's wait. The bytes of the
 // constraints queued or compiling have a budget (max_queue_bytes), and a
 // constraint larger than max_constraint_bytes is refused before it is
-// read. Every refusal is ResourceExhausted naming the flag.
+// read. Every refusal is ResourceExhausted naming the flag. Constraints over
+// a megabyte are read one at a time on a thread of the lowest priority.
 //
 // CancelAll (on SIGTERM) fails the queued compiles and stops the running
 // ones at once: the engine checks its deadline's flag as it checks the
@@ -212,9 +213,19 @@ class CompilePool {
   int running_ ABSL_GUARDED_BY(mu_) = 0;
   ByteBudget queue_bytes_;
   // Constraints larger than this are read (parsed for their canonical
-  // form) one at a time.
+  // form) one at a time, on large_reader_: a thread at the lowest priority,
+  // so that reading them yields to the decode steps. (The request's own
+  // thread cannot lower its priority for the read and raise it again
+  // without privileges.)
   static constexpr int64_t kLargeConstraintBytes = int64_t{1} << 20;
-  absl::Mutex large_reads_mu_;
+  absl::StatusOr<ParsedConstraint> ReadLarge(const v1::Constraint& constraint);
+  void ReadLargeInBackground();
+  absl::Mutex large_reads_mu_;  // one caller of ReadLarge at a time
+  absl::Mutex reader_mu_;
+  // The read large_reader_ is to do next; it clears it when done.
+  std::function<void()> reader_job_ ABSL_GUARDED_BY(reader_mu_);
+  bool reader_stop_ ABSL_GUARDED_BY(reader_mu_) = false;
+  std::unique_ptr<SizedThread> large_reader_;
   // Raised by CancelAll: every running compile's deadline reads it.
   std::atomic<bool> cancel_{false};
   std::unordered_map<std::string, std::shared_ptr<CompileJob>> in_flight_
