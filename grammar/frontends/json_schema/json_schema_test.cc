@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <optional>
+#include <random>
 #include <regex>
 #include <string>
 #include <utility>
@@ -508,6 +509,122 @@ TEST(JsonSchemaTest, SeveralNegatedAdditionalPropertiesEachFindAMember) {
       std::string text = "{";
       for (const auto& [k, v] : object) {
         absl::StrAppend(&text, text.size() > 1 ? "," : "", "\"", k, "\":", v);
+      }
+      text += "}";
+      EXPECT_EQ(bool(oracle->Check(text) & EarleyOracle::kComplete), valid)
+          << schema << " on " << text;
+    }
+  }
+}
+
+// Negated member keywords with patternProperties: some member breaks the
+// schema its name selects (its property's if declared, every matching
+// pattern's, additionalProperties' if neither). Random groups over names
+// {a, b, ab, ba} and values 1, "s" or true, checked against a direct
+// reading over every object of at most two distinct members, in every
+// order; some groups sit beside a positive one under allOf.
+TEST(JsonSchemaTest, NegatedPatternPropertiesFindTheMemberThatBreaksThem) {
+  JsonSchemaOptions any_order;
+  any_order.property_order = JsonPropertyOrder::kAny;
+  const std::vector<std::string> names = {"a", "b", "ab", "ba"};
+  const std::vector<std::string> values = {"1", "\"s\"", "true"};
+  // A value schema: its JSON and which of `values` it accepts.
+  struct Value {
+    std::string json;
+    std::vector<bool> accepts;
+  };
+  const std::vector<Value> schemas = {
+      {R"({"type": "integer"})", {true, false, false}},
+      {R"({"type": "string"})", {false, true, false}},
+      {R"({"type": ["integer", "boolean"]})", {true, false, true}},
+      {"false", {false, false, false}},
+  };
+  struct Pattern {
+    std::string regex;
+    bool (*matches)(const std::string&);
+  };
+  const std::vector<Pattern> patterns = {
+      {"^a", [](const std::string& k) { return k[0] == 'a'; }},
+      {"b$", [](const std::string& k) { return k.back() == 'b'; }},
+      {"^ba$", [](const std::string& k) { return k == "ba"; }},
+  };
+  std::vector<std::vector<std::pair<int, int>>> objects = {{}};
+  for (size_t n = 0; n < objects.size(); ++n) {
+    if (objects[n].size() == 2) continue;
+    for (int k = 0; k < static_cast<int>(names.size()); ++k) {
+      if (!objects[n].empty() && objects[n][0].first == k) continue;
+      for (int v = 0; v < static_cast<int>(values.size()); ++v) {
+        objects.push_back(objects[n]);
+        objects.back().emplace_back(k, v);
+      }
+    }
+  }
+  std::mt19937 rng(35);
+  for (int round = 0; round < 24; ++round) {
+    // The group: at most one declared property, one or two patterns and
+    // maybe additionalProperties, each with a value schema.
+    auto pick = [&](size_t n) { return static_cast<int>(rng() % n); };
+    const int declared = pick(names.size() + 1) - 1;  // -1: none
+    const int declared_value = pick(schemas.size());
+    std::vector<std::pair<int, int>> used;  // (pattern, value schema)
+    for (int i = 0; i < static_cast<int>(patterns.size()); ++i) {
+      if (rng() % 2) used.emplace_back(i, pick(schemas.size()));
+    }
+    if (used.empty()) used.emplace_back(pick(patterns.size()), 0);
+    const int additional = pick(schemas.size() + 1) - 1;  // -1: absent
+    const bool beside = rng() % 2;  // allOf with {"required": ["a"]}
+    std::string group = "{";
+    if (declared >= 0) {
+      absl::StrAppend(&group, R"("properties": {")", names[declared],
+                      "\": ", schemas[declared_value].json, "}, ");
+    }
+    group += R"("patternProperties": {)";
+    for (size_t i = 0; i < used.size(); ++i) {
+      absl::StrAppend(&group, i ? ", " : "", "\"",
+                      patterns[used[i].first].regex,
+                      "\": ", schemas[used[i].second].json);
+    }
+    group += "}";
+    if (additional >= 0) {
+      absl::StrAppend(&group, R"(, "additionalProperties": )",
+                      schemas[additional].json);
+    }
+    group += "}";
+    const std::string negated = R"({"not": )" + group + "}";
+    const std::string schema =
+        beside ? R"({"type": "object", "allOf": [{"required": ["a"]}, )" +
+                     negated + "]}"
+               : R"({"type": "object", "allOf": [)" + negated + "]}";
+    std::optional<EarleyOracle> oracle = OracleFor(schema, any_order);
+    ASSERT_TRUE(oracle.has_value());
+    // Whether member (k, v) satisfies the group.
+    auto member_ok = [&](int k, int v) {
+      bool selected = false;
+      bool ok = true;
+      if (k == declared) {
+        selected = true;
+        ok = ok && schemas[declared_value].accepts[v];
+      }
+      for (const auto& [i, value] : used) {
+        if (!patterns[i].matches(names[k])) continue;
+        selected = true;
+        ok = ok && schemas[value].accepts[v];
+      }
+      if (!selected && additional >= 0) ok = schemas[additional].accepts[v];
+      return ok;
+    };
+    for (const auto& object : objects) {
+      bool group_ok = true;
+      bool has_a = false;
+      for (const auto& [k, v] : object) {
+        group_ok = group_ok && member_ok(k, v);
+        has_a = has_a || names[k] == "a";
+      }
+      const bool valid = !group_ok && (!beside || has_a);
+      std::string text = "{";
+      for (const auto& [k, v] : object) {
+        absl::StrAppend(&text, text.size() > 1 ? "," : "", "\"", names[k],
+                        "\":", values[v]);
       }
       text += "}";
       EXPECT_EQ(bool(oracle->Check(text) & EarleyOracle::kComplete), valid)

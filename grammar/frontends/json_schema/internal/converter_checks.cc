@@ -204,6 +204,47 @@ absl::StatusOr<std::optional<TermSet>> Converter::KeyValueTerms(
   return std::optional<TermSet>(std::move(ts));
 }
 
+absl::StatusOr<bool> Converter::WitnessName(const Witness& w,
+                                            const std::string& key) {
+  if (std::find(w.not_names.begin(), w.not_names.end(), key) !=
+      w.not_names.end()) {
+    return false;
+  }
+  for (const RegexRef& r : w.in_patterns) {
+    absl::StatusOr<const CharDfa*> dfa = RegexDfa(r);
+    if (!dfa.ok()) return dfa.status();
+    if (!Matches(**dfa, key)) return false;
+  }
+  for (const RegexRef& r : w.not_patterns) {
+    absl::StatusOr<const CharDfa*> dfa = RegexDfa(r);
+    if (!dfa.ok()) return dfa.status();
+    if (Matches(**dfa, key)) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<CharDfa> Converter::WitnessNames(const Witness& w) {
+  absl::StatusOr<CharDfa> names = LiteralsDfa(w.not_names);
+  if (!names.ok()) return names.status();
+  CharDfa out = Complement(*names);
+  for (const RegexRef& r : w.in_patterns) {
+    absl::StatusOr<const CharDfa*> dfa = RegexDfa(r);
+    if (!dfa.ok()) return dfa.status();
+    absl::StatusOr<CharDfa> in =
+        json_schema_internal::Intersect(out, **dfa, opt_.dfa);
+    if (!in.ok()) return in.status();
+    out = *std::move(in);
+  }
+  for (const RegexRef& r : w.not_patterns) {
+    absl::StatusOr<const CharDfa*> dfa = RegexDfa(r);
+    if (!dfa.ok()) return dfa.status();
+    absl::StatusOr<CharDfa> rest = Subtract(out, **dfa, opt_.dfa);
+    if (!rest.ok()) return rest.status();
+    out = *std::move(rest);
+  }
+  return out;
+}
+
 absl::StatusOr<bool> Converter::CheckValue(const Json& v, const SimpleSchema& s,
                                            int depth) {
   if (depth > kMaxCheckDepth) {
@@ -302,10 +343,9 @@ absl::StatusOr<bool> Converter::CheckValue(const Json& v, const SimpleSchema& s,
       for (const Witness& w : o.witnesses) {
         bool found = false;
         for (auto it = v.begin(); it != v.end() && !found; ++it) {
-          if (std::find(w.not_names.begin(), w.not_names.end(), it.key()) !=
-              w.not_names.end()) {
-            continue;
-          }
+          absl::StatusOr<bool> named = WitnessName(w, it.key());
+          if (!named.ok()) return named.status();
+          if (!*named) continue;
           absl::StatusOr<bool> ok =
               ValidateTerms(it.value(), w.value, depth + 1);
           if (!ok.ok()) return ok.status();

@@ -169,10 +169,15 @@ struct KeyRule {
   TermSet additional;
 };
 
-// "Some member is named outside `not_names` and has a value satisfying
-// `value`": what negating additionalProperties asks for.
+// "Some member has a value satisfying `value` and a name outside
+// `not_names` that matches every pattern of `in_patterns` and none of
+// `not_patterns`": what negating additionalProperties (names neither
+// declared nor matched) or a patternProperties entry (names it matches)
+// asks for.
 struct Witness {
   std::vector<std::string> not_names;
+  std::vector<RegexRef> in_patterns;
+  std::vector<RegexRef> not_patterns;
   TermSet value;
   int32_t loc = -1;
 };
@@ -326,6 +331,9 @@ class Converter {
                                      int depth);
   absl::StatusOr<std::optional<TermSet>> KeyValueTerms(const ObjectC& o,
                                                        const std::string& key);
+  // Whether a member named `key` may stand for `w`, and the names that may.
+  absl::StatusOr<bool> WitnessName(const Witness& w, const std::string& key);
+  absl::StatusOr<CharDfa> WitnessNames(const Witness& w);
   absl::StatusOr<bool> Disjoint(const SimpleSchema& a, const SimpleSchema& b,
                                 int depth);
   absl::StatusOr<bool> DisjointSets(const TermSet& a, const TermSet& b,

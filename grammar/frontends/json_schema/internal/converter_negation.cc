@@ -356,14 +356,37 @@ absl::StatusOr<Dnf> Converter::NegKeyword(int32_t loc, const std::string& key) {
     return Union(std::move(alts));
   }
   if (key == "properties") {
-    if (n.contains("patternProperties")) {
-      return unsupported("a member outside the declared patterns");
-    }
+    // Some member breaks the schema its name selects: a declared one its
+    // property's, one matching a pattern that pattern's (declared or not),
+    // one neither declared nor matched additionalProperties.
     std::vector<Dnf> alts;
     if (n.contains("properties") && !n["properties"].is_object()) {
       return unsupported("properties must be an object");
     }
-    // not additionalProperties: some undeclared member breaks it.
+    std::vector<RegexRef> patterns;
+    if (auto it = n.find("patternProperties"); it != n.end()) {
+      if (!it->is_object()) {
+        return unsupported("patternProperties must be an object");
+      }
+      for (auto p = it->begin(); p != it->end(); ++p) {
+        RegexRef r{RegexRef::kPattern, p.key(), loc};
+        patterns.push_back(r);
+        const TermSet value =
+            One(doc_.Child(loc, "patternProperties", p.key()));
+        if (value.empty()) continue;
+        if (value.size() != 1) {
+          return unsupported("a conjunction as a patternProperties schema");
+        }
+        Witness w;
+        w.loc = loc;
+        w.in_patterns.push_back(std::move(r));
+        w.value = Canon({Term{value[0].loc, !value[0].neg}});
+        SimpleSchema a;
+        a.types = kObjT;
+        a.object.witnesses.push_back(std::move(w));
+        alts.push_back(Single(std::move(a)));
+      }
+    }
     if (n.contains("additionalProperties")) {
       const TermSet add = One(doc_.Child(loc, "additionalProperties"));
       if (add.size() > 1) {
@@ -380,6 +403,7 @@ absl::StatusOr<Dnf> Converter::NegKeyword(int32_t loc, const std::string& key) {
             w.not_names.push_back(p.key());
           }
         }
+        w.not_patterns = patterns;
         SimpleSchema a;
         a.types = kObjT;
         a.object.witnesses.push_back(std::move(w));

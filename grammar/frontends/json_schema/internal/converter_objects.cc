@@ -57,12 +57,12 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
   const size_t num_witnesses = o.witnesses.size();
   const uint32_t all_found = (1u << num_witnesses) - 1;
   // Whether a member named `k` may stand for every witness in `as`.
-  auto witness_name = [&](const std::string& k, uint32_t as) {
+  auto witness_name = [&](const std::string& k,
+                          uint32_t as) -> absl::StatusOr<bool> {
     for (size_t i = 0; i < num_witnesses; ++i) {
-      const std::vector<std::string>& no = o.witnesses[i].not_names;
-      if ((as >> i & 1) && std::find(no.begin(), no.end(), k) != no.end()) {
-        return false;
-      }
+      if (!(as >> i & 1)) continue;
+      absl::StatusOr<bool> named = WitnessName(o.witnesses[i], k);
+      if (!named.ok() || !*named) return named;
     }
     return true;
   };
@@ -111,8 +111,9 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
     }
     Member m{required, e_.Quoted(e_.StringContent(k)), {}, {}};
     for (uint32_t as = 0; as <= all_found; ++as) {
-      m.values.push_back(witness_name(k, as) ? value_with(**vt, as)
-                                             : e_.Nothing());
+      absl::StatusOr<bool> named = witness_name(k, as);
+      if (!named.ok()) return loose("patternProperties", named.status());
+      m.values.push_back(*named ? value_with(**vt, as) : e_.Nothing());
     }
     members.push_back(std::move(m));
   }
@@ -133,20 +134,19 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
   if (!names.ok()) return loose("propertyNames", names.status());
   absl::StatusOr<CharDfa> declared_dfa = LiteralsDfa(declared);
   if (!declared_dfa.ok()) return declared_dfa.status();
-  // Per set of witnesses (bit i: witness i), the names none of them may
-  // have.
-  std::vector<CharDfa> not_witness_dfa;
-  for (uint32_t as = 0; as <= all_found; ++as) {
-    std::vector<std::string> no;
-    for (size_t i = 0; i < num_witnesses; ++i) {
-      if (as >> i & 1) {
-        no.insert(no.end(), o.witnesses[i].not_names.begin(),
-                  o.witnesses[i].not_names.end());
-      }
-    }
-    absl::StatusOr<CharDfa> dfa = LiteralsDfa(no);
-    if (!dfa.ok()) return dfa.status();
-    not_witness_dfa.push_back(*std::move(dfa));
+  // Per set of witnesses (bit i: witness i), the names every one of them
+  // may have.
+  std::vector<CharDfa> witness_dfa{AnyStringDfa()};
+  for (uint32_t as = 1; as <= all_found; ++as) {
+    // The set without its lowest witness was made before it.
+    const uint32_t low = as & (~as + 1);
+    const uint32_t i = static_cast<uint32_t>(__builtin_ctz(low));
+    absl::StatusOr<CharDfa> names = WitnessNames(o.witnesses[i]);
+    if (!names.ok()) return loose("patternProperties", names.status());
+    absl::StatusOr<CharDfa> both = json_schema_internal::Intersect(
+        witness_dfa[as ^ low], *names, opt_.dfa);
+    if (!both.ok()) return loose("patternProperties", both.status());
+    witness_dfa.push_back(*std::move(both));
   }
   // Per set of witnesses (0: none), the other members standing for them.
   std::vector<std::vector<int32_t>> others(all_found + 1);
@@ -241,8 +241,10 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
                : e_.AnyString();
     others[0].push_back(member_with(key_expr, c.value, 0));
     for (uint32_t as = 1; as <= all_found; ++as) {
-      absl::StatusOr<CharDfa> wkeys = Subtract(
-          c.keys ? *c.keys : AnyStringDfa(), not_witness_dfa[as], opt_.dfa);
+      absl::StatusOr<CharDfa> wkeys =
+          c.keys ? json_schema_internal::Intersect(*c.keys, witness_dfa[as],
+                                                   opt_.dfa)
+                 : absl::StatusOr<CharDfa>(witness_dfa[as]);
       if (!wkeys.ok()) return loose("additionalProperties", wkeys.status());
       if (!wkeys->IsEmpty()) {
         others[as].push_back(
