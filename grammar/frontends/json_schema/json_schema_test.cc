@@ -3,6 +3,7 @@
 // rejects.
 #include "grammar/frontends/json_schema/json_schema.h"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <random>
@@ -629,6 +630,81 @@ TEST(JsonSchemaTest, NegatedPatternPropertiesFindTheMemberThatBreaksThem) {
       text += "}";
       EXPECT_EQ(bool(oracle->Check(text) & EarleyOracle::kComplete), valid)
           << schema << " on " << text;
+    }
+  }
+}
+
+// A negated propertyNames asks for a member whose name the schema rejects,
+// alone or beside a positive propertyNames, a declared property or a
+// required member. Checked against a direct reading over every object of
+// at most two distinct members named from {a, b, ab, ba}, in every order.
+TEST(JsonSchemaTest, NegatedPropertyNamesFindANameItRejects) {
+  JsonSchemaOptions any_order;
+  any_order.property_order = JsonPropertyOrder::kAny;
+  const std::vector<std::string> names = {"a", "b", "ab", "ba"};
+  struct NameSchema {
+    std::string json;
+    bool (*accepts)(const std::string&);
+  };
+  const std::vector<NameSchema> negated = {
+      {R"({"maxLength": 1})",
+       [](const std::string& k) { return k.size() <= 1; }},
+      {R"({"pattern": "^a"})",
+       [](const std::string& k) { return k[0] == 'a'; }},
+      {R"({"enum": ["a", "ab"]})",
+       [](const std::string& k) { return k == "a" || k == "ab"; }},
+      {R"({"type": "integer"})", [](const std::string&) { return false; }},
+  };
+  struct Beside {
+    std::string json;
+    bool (*accepts)(const std::vector<std::string>&);
+  };
+  const std::vector<Beside> besides = {
+      {"{}", [](const std::vector<std::string>&) { return true; }},
+      {R"({"propertyNames": {"pattern": "b"}})",
+       [](const std::vector<std::string>& keys) {
+         for (const std::string& k : keys) {
+           if (k.find('b') == std::string::npos) return false;
+         }
+         return true;
+       }},
+      {R"({"required": ["a"]})",
+       [](const std::vector<std::string>& keys) {
+         return std::find(keys.begin(), keys.end(), "a") != keys.end();
+       }},
+      {R"({"properties": {"ab": false}})",
+       [](const std::vector<std::string>& keys) {
+         return std::find(keys.begin(), keys.end(), "ab") == keys.end();
+       }},
+  };
+  std::vector<std::vector<std::string>> objects = {{}};
+  for (size_t n = 0; n < objects.size(); ++n) {
+    if (objects[n].size() == 2) continue;
+    for (const std::string& k : names) {
+      if (!objects[n].empty() && objects[n][0] == k) continue;
+      objects.push_back(objects[n]);
+      objects.back().push_back(k);
+    }
+  }
+  for (const NameSchema& not_names : negated) {
+    for (const Beside& beside : besides) {
+      const std::string schema =
+          R"({"type": "object", "allOf": [)" + beside.json +
+          R"(, {"not": {"propertyNames": )" + not_names.json + "}}]}";
+      std::optional<EarleyOracle> oracle = OracleFor(schema, any_order);
+      ASSERT_TRUE(oracle.has_value());
+      for (const std::vector<std::string>& keys : objects) {
+        bool rejected = false;
+        std::string text = "{";
+        for (const std::string& k : keys) {
+          rejected = rejected || !not_names.accepts(k);
+          absl::StrAppend(&text, text.size() > 1 ? "," : "", "\"", k, "\":0");
+        }
+        text += "}";
+        const bool valid = rejected && beside.accepts(keys);
+        EXPECT_EQ(bool(oracle->Check(text) & EarleyOracle::kComplete), valid)
+            << schema << " on " << text;
+      }
     }
   }
 }

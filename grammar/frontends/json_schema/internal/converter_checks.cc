@@ -220,6 +220,12 @@ absl::StatusOr<bool> Converter::WitnessName(const Witness& w,
     if (!dfa.ok()) return dfa.status();
     if (Matches(**dfa, key)) return false;
   }
+  const Json name = key;
+  for (const TermSet& ts : w.not_schemas) {
+    absl::StatusOr<bool> ok = ValidateTerms(name, ts, 0);
+    if (!ok.ok()) return ok.status();
+    if (*ok) return false;
+  }
   return true;
 }
 
@@ -239,6 +245,14 @@ absl::StatusOr<CharDfa> Converter::WitnessNames(const Witness& w) {
     absl::StatusOr<const CharDfa*> dfa = RegexDfa(r);
     if (!dfa.ok()) return dfa.status();
     absl::StatusOr<CharDfa> rest = Subtract(out, **dfa, opt_.dfa);
+    if (!rest.ok()) return rest.status();
+    out = *std::move(rest);
+  }
+  for (const TermSet& ts : w.not_schemas) {
+    absl::StatusOr<std::optional<CharDfa>> named = NamesDfa({ts});
+    if (!named.ok()) return named.status();
+    if (!*named) return EmptyDfa();  // every name satisfies it
+    absl::StatusOr<CharDfa> rest = Subtract(out, **named, opt_.dfa);
     if (!rest.ok()) return rest.status();
     out = *std::move(rest);
   }

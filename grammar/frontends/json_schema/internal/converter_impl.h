@@ -170,14 +170,16 @@ struct KeyRule {
 };
 
 // "Some member has a value satisfying `value` and a name outside
-// `not_names` that matches every pattern of `in_patterns` and none of
-// `not_patterns`": what negating additionalProperties (names neither
-// declared nor matched) or a patternProperties entry (names it matches)
-// asks for.
+// `not_names` that matches every pattern of `in_patterns`, none of
+// `not_patterns` and, as a string, none of `not_schemas`": what negating
+// additionalProperties (names neither declared nor matched), a
+// patternProperties entry (names it matches) or propertyNames (names it
+// rejects) asks for.
 struct Witness {
   std::vector<std::string> not_names;
   std::vector<RegexRef> in_patterns;
   std::vector<RegexRef> not_patterns;
+  std::vector<TermSet> not_schemas;
   TermSet value;
   int32_t loc = -1;
 };

@@ -443,8 +443,16 @@ absl::StatusOr<Dnf> Converter::NegKeyword(int32_t loc, const std::string& key) {
     return Union(std::move(alts));
   }
   if (key == "propertyNames") {
-    if (One(doc_.Child(loc, "propertyNames")).empty()) return Dnf{};
-    return unsupported("a member whose name breaks propertyNames");
+    TermSet names = One(doc_.Child(loc, "propertyNames"));
+    if (names.empty()) return Dnf{};
+    // Some member, of any value, has a name the schema rejects.
+    Witness w;
+    w.loc = loc;
+    w.not_schemas.push_back(std::move(names));
+    SimpleSchema a;
+    a.types = kObjT;
+    a.object.witnesses.push_back(std::move(w));
+    return Single(std::move(a));
   }
   if (key == "unevaluatedProperties" || key == "unevaluatedItems") {
     if ((v.is_boolean() && v.get<bool>()) || (v.is_object() && v.empty()))
