@@ -709,6 +709,84 @@ TEST(JsonSchemaTest, NegatedPropertyNamesFindANameItRejects) {
   }
 }
 
+// not enum/const of arrays and objects: every value but those, by JSON
+// equality (numbers by value, members in any order). Random exclusions
+// from a pool of values, checked against nlohmann's equality over texts
+// that include other spellings of the excluded values.
+TEST(JsonSchemaTest, NegatedEnumOfArraysAndObjectsExcludesExactlyThem) {
+  JsonSchemaOptions any_order;
+  any_order.property_order = JsonPropertyOrder::kAny;
+  const std::vector<std::string> pool = {"[]",
+                                         "[1]",
+                                         "[1,\"s\"]",
+                                         "[[1]]",
+                                         "{}",
+                                         "{\"a\":1}",
+                                         "{\"a\":1,\"b\":\"s\"}",
+                                         "{\"a\":[1]}",
+                                         "{\"a\":{\"a\":1}}",
+                                         "1",
+                                         "\"s\""};
+  const std::vector<std::string> texts = {"[]",
+                                          "[1]",
+                                          "[1.0]",
+                                          "[2]",
+                                          "[1,\"s\"]",
+                                          "[\"s\",1]",
+                                          "[1,\"s\",1]",
+                                          "[[1]]",
+                                          "[[1.0]]",
+                                          "[[]]",
+                                          "{}",
+                                          "{\"a\":1}",
+                                          "{\"a\":1.0}",
+                                          "{\"a\":2}",
+                                          "{\"b\":1}",
+                                          "{\"a\":1,\"b\":\"s\"}",
+                                          "{\"b\":\"s\",\"a\":1}",
+                                          "{\"a\":1,\"b\":\"t\"}",
+                                          "{\"a\":1,\"c\":1}",
+                                          "{\"a\":[1]}",
+                                          "{\"a\":[1,1]}",
+                                          "{\"a\":{\"a\":1}}",
+                                          "{\"a\":{\"a\":2}}",
+                                          "{\"a\":{}}",
+                                          "1",
+                                          "1.0",
+                                          "2",
+                                          "\"s\"",
+                                          "true",
+                                          "null"};
+  std::mt19937 rng(20);
+  for (int round = 0; round < 20; ++round) {
+    // At most three objects: each asks for a member it lacks, and an object
+    // may have at most three such witnesses.
+    std::vector<std::string> excluded;
+    int objects = 0;
+    for (const std::string& v : pool) {
+      if (rng() % 3 != 0 || (v[0] == '{' && objects == 3)) continue;
+      objects += v[0] == '{';
+      excluded.push_back(v);
+    }
+    if (excluded.empty()) excluded.push_back(pool[rng() % 9]);
+    const std::string schema =
+        excluded.size() == 1 && rng() % 2
+            ? R"({"not": {"const": )" + excluded[0] + "}}"
+            : R"({"not": {"enum": [)" + absl::StrJoin(excluded, ",") + "]}}";
+    std::optional<EarleyOracle> oracle = OracleFor(schema, any_order);
+    ASSERT_TRUE(oracle.has_value());
+    for (const std::string& text : texts) {
+      const nlohmann::json value = nlohmann::json::parse(text);
+      bool valid = true;
+      for (const std::string& x : excluded) {
+        valid = valid && !(value == nlohmann::json::parse(x));
+      }
+      EXPECT_EQ(bool(oracle->Check(text) & EarleyOracle::kComplete), valid)
+          << schema << " on " << text;
+    }
+  }
+}
+
 TEST(JsonSchemaTest, References) {
   Expect(R"({"$defs": {"node": {"type": "object",
                "properties": {"next": {"$ref": "#/$defs/node"}},

@@ -316,6 +316,10 @@ class Converter {
   absl::StatusOr<Dnf> ExpandOneOf(int32_t loc, const Dnf& context);
   absl::StatusOr<Dnf> ExpandSet(const TermSet& ts);
   absl::StatusOr<Dnf> Product(const Dnf& a, const Dnf& b);
+  // The values other than the array or object `x` (written at `loc`), by
+  // JSON equality: another type, another length or member set, or one item
+  // or member with another value.
+  absl::StatusOr<Dnf> Differs(int32_t loc, const Json& x);
   absl::StatusOr<Dnf> Union(std::vector<Dnf> parts);
   absl::StatusOr<int32_t> RefTarget(int32_t loc);
   // The target of $dynamicRef when it is certain; -1 when lenient mode

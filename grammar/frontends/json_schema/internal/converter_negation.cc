@@ -170,6 +170,64 @@ absl::StatusOr<Dnf> Converter::NegOwn(int32_t loc) {
   return Union(std::move(parts));
 }
 
+absl::StatusOr<Dnf> Converter::Differs(int32_t loc, const Json& x) {
+  std::vector<Dnf> alts;
+  SimpleSchema other;
+  other.types = static_cast<uint8_t>(kAllT & ~(x.is_array() ? kArrT : kObjT));
+  alts.push_back(Single(std::move(other)));
+  // A value other than `item`, as a member's or an item's schema.
+  auto other_than = [&](const Json& item) {
+    return Canon({Term{doc_.ConstSchema(loc, item), true}});
+  };
+  if (x.is_object()) {
+    // A member of x missing, a member of x with another value, or a member
+    // x does not have.
+    Witness extra;
+    extra.loc = loc;
+    for (auto m = x.begin(); m != x.end(); ++m) {
+      SimpleSchema missing;
+      missing.types = kObjT;
+      missing.object.rules.push_back(
+          KeyRule{{{m.key(), FalseSet()}}, {}, false, {}});
+      alts.push_back(Single(std::move(missing)));
+      SimpleSchema changed;
+      changed.types = kObjT;
+      changed.object.required.push_back(m.key());
+      changed.object.rules.push_back(
+          KeyRule{{{m.key(), other_than(m.value())}}, {}, false, {}});
+      alts.push_back(Single(std::move(changed)));
+      extra.not_names.push_back(m.key());
+    }
+    SimpleSchema more;
+    more.types = kObjT;
+    more.object.witnesses.push_back(std::move(extra));
+    alts.push_back(Single(std::move(more)));
+    return Union(std::move(alts));
+  }
+  // Fewer items, more items, or item i with another value.
+  const int64_t n = static_cast<int64_t>(x.size());
+  if (n > 0) {
+    SimpleSchema fewer;
+    fewer.types = kArrT;
+    fewer.array.max_items = n - 1;
+    alts.push_back(Single(std::move(fewer)));
+  }
+  SimpleSchema more;
+  more.types = kArrT;
+  more.array.min_items = n + 1;
+  alts.push_back(Single(std::move(more)));
+  for (int64_t i = 0; i < n; ++i) {
+    SimpleSchema changed;
+    changed.types = kArrT;
+    changed.array.min_items = i + 1;
+    changed.array.prefix.assign(static_cast<size_t>(i) + 1, TermSet{});
+    changed.array.prefix[static_cast<size_t>(i)] =
+        other_than(x[static_cast<size_t>(i)]);
+    alts.push_back(Single(std::move(changed)));
+  }
+  return Union(std::move(alts));
+}
+
 absl::StatusOr<Dnf> Converter::NegKeyword(int32_t loc, const std::string& key) {
   const Json& n = doc_.node(loc);
   const Json& v = n.contains(key) ? n[key] : n;
@@ -206,14 +264,26 @@ absl::StatusOr<Dnf> Converter::NegKeyword(int32_t loc, const std::string& key) {
     } else {
       return unsupported("enum must be an array");
     }
+    // Scalars are excluded by value; each array or object adds "differs
+    // from it", a union, to the conjunction.
+    Dnf out;
+    std::vector<const Json*> composite;
     for (const Json* x : values) {
-      if (x->is_array() || x->is_object()) {
-        return unsupported("excluding array or object values");
-      }
       GRAMMARD_RETURN_IF_ERROR(Tick());
-      s.excluded.Add(x);
+      if (x->is_array() || x->is_object()) {
+        composite.push_back(x);
+      } else {
+        s.excluded.Add(x);
+      }
     }
-    return Single(std::move(s));
+    out = Single(std::move(s));
+    for (const Json* x : composite) {
+      absl::StatusOr<Dnf> differs = Differs(loc, *x);
+      if (differs.ok()) differs = Product(out, *differs);
+      if (!differs.ok()) return differs.status();
+      out = *std::move(differs);
+    }
+    return out;
   }
   if (key == "minimum" || key == "exclusiveMinimum" || key == "maximum" ||
       key == "exclusiveMaximum") {

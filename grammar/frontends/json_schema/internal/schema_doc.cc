@@ -365,6 +365,18 @@ int32_t SchemaDoc::Child(int32_t loc, std::string_view key, size_t index) {
       absl::StrCat(pointer(loc), "/", EscapePointerToken(key), "/", index));
 }
 
+int32_t SchemaDoc::ConstSchema(int32_t loc, const Json& value) {
+  auto known = const_schemas_.find(&value);
+  if (known != const_schemas_.end()) return known->second;
+  Json schema = Json::object();
+  schema["const"] = value;
+  documents_.push_back(std::make_unique<Json>(std::move(schema)));
+  const int32_t id =
+      Intern(documents_.back().get(), pointer(loc), locs_[loc].base);
+  const_schemas_.emplace(&value, id);
+  return id;
+}
+
 absl::StatusOr<int32_t> SchemaDoc::ResolveRef(int32_t loc,
                                               const std::string& ref) {
   const std::string uri = ResolveUri(locs_[loc].base, ref);

@@ -80,6 +80,11 @@ class SchemaDoc {
   int32_t Child(int32_t loc, std::string_view key, std::string_view key2);
   int32_t Child(int32_t loc, std::string_view key, size_t index);
 
+  // The location of the schema {"const": value}, made once per value (a
+  // node of this document, found at `loc`): how a negation names "any value
+  // but this one" for a member or an item.
+  int32_t ConstSchema(int32_t loc, const Json& value);
+
   // The location `ref` names, resolved against loc's base URI.
   absl::StatusOr<int32_t> ResolveRef(int32_t loc, const std::string& ref);
 
@@ -114,6 +119,7 @@ class SchemaDoc {
   std::map<std::string, const Json*> resources_;
   std::map<std::string, const Json*> anchors_;
   std::map<std::string, int> dynamic_anchors_;
+  std::unordered_map<const Json*, int32_t> const_schemas_;
   // Every indexed subschema: its pointer and base URI.
   std::unordered_map<const Json*, std::pair<std::string, std::string>> info_;
   Draft draft_ = Draft::k2020;
