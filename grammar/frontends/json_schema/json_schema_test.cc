@@ -787,6 +787,15 @@ TEST(JsonSchemaTest, NegatedEnumOfArraysAndObjectsExcludesExactlyThem) {
   }
 }
 
+// Excluding four objects of one member name asks, in one alternative, for
+// a member other than it four times: one member answers all four, so the
+// object needs one witness, not four (it may hold at most three).
+TEST(JsonSchemaTest, EqualWitnessesAreFoundByOneMember) {
+  Expect(R"({"not": {"enum": [{"a": 1}, {"a": 2}, {"a": 3}, {"a": 4}]}})",
+         {"{}", R"({"a":5})", R"({"b":1})", R"({"a":1,"b":1})", "1"},
+         {R"({"a":1})", R"({"a":4})", R"({"a":2.0})"});
+}
+
 TEST(JsonSchemaTest, References) {
   Expect(R"({"$defs": {"node": {"type": "object",
                "properties": {"next": {"$ref": "#/$defs/node"}},
@@ -1014,6 +1023,30 @@ TEST(JsonSchemaTest, HostileUsesOfTheExactKeywordsStayBounded) {
   s = JsonSchemaToGrammar(members, any_order).status();
   EXPECT_NE(s.message().find("grammar rules in any order"), std::string::npos)
       << s;
+  // Six distinct witnesses: one more than an object may look for.
+  std::string six = R"({"type": "object", "allOf": [)";
+  for (int i = 0; i < 6; ++i) {
+    absl::StrAppend(&six, i ? "," : "",
+                    R"({"not": {"propertyNames": {"not": {"const": "w)", i,
+                    R"("}}}})");
+  }
+  six += "]}";
+  s = convert(six);
+  EXPECT_NE(s.message().find("more than 5 distinct members"), std::string::npos)
+      << s;
+  // Excluding 200 objects of five members each: the conjunction of their
+  // "differs" unions is bounded by the alternatives' budget.
+  std::string excluded = R"({"not": {"enum": [)";
+  for (int i = 0; i < 200; ++i) {
+    absl::StrAppend(&excluded, i ? "," : "", "{");
+    for (int m = 0; m < 5; ++m) {
+      absl::StrAppend(&excluded, m ? "," : "", "\"m", m, "\": ", i);
+    }
+    excluded += "}";
+  }
+  excluded += "]}}";
+  s = convert(excluded);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
   // A pattern of 2,000 anchored alternatives inside a group, repeated.
   std::string anchors = "^(";
   for (int i = 0; i < 2000; ++i) {

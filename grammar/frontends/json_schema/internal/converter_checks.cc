@@ -128,8 +128,13 @@ absl::Status Converter::Intersect(SimpleSchema* acc, const SimpleSchema& f) {
                         : std::min(obj.max_props, f.object.max_props);
   }
   if (obj.loc < 0) obj.loc = f.object.loc;
-  obj.witnesses.insert(obj.witnesses.end(), f.object.witnesses.begin(),
-                       f.object.witnesses.end());
+  // A witness asked for twice is found by one member: keep one.
+  for (const Witness& w : f.object.witnesses) {
+    if (std::find(obj.witnesses.begin(), obj.witnesses.end(), w) ==
+        obj.witnesses.end()) {
+      obj.witnesses.push_back(w);
+    }
+  }
 
   if (f.has_values) {
     if (acc->has_values) {

@@ -100,6 +100,10 @@ struct RegexRef {
     static constexpr const char* kPrefix[] = {"p:", "f:", "e:"};
     return kPrefix[kind] + text;
   }
+  // The same regex, wherever written.
+  bool operator==(const RegexRef& o) const {
+    return kind == o.kind && text == o.text;
+  }
   const char* Keyword() const {
     static constexpr const char* kKeyword[] = {"pattern", "format",
                                                "contentEncoding"};
@@ -182,6 +186,12 @@ struct Witness {
   std::vector<TermSet> not_schemas;
   TermSet value;
   int32_t loc = -1;
+  // Equal witnesses ask for the same member (wherever they were written).
+  bool operator==(const Witness& o) const {
+    return not_names == o.not_names && in_patterns == o.in_patterns &&
+           not_patterns == o.not_patterns && not_schemas == o.not_schemas &&
+           value == o.value;
+  }
 };
 
 struct ObjectC {
