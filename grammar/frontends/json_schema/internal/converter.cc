@@ -483,45 +483,75 @@ absl::StatusOr<Dnf> Converter::ExpandOneOf(int32_t loc, const Dnf& context) {
     if (!p.ok()) return p.status();
     in_context.push_back(*std::move(p));
   }
-  // Provably disjoint branches make oneOf an anyOf.
+  // Whether alternative `a` provably meets no alternative of `branch`.
+  auto apart = [&](const Alt& a, const Dnf& branch) -> absl::StatusOr<bool> {
+    absl::StatusOr<const SimpleSchema*> ma = Merge(a);
+    if (!ma.ok()) return ma.status();
+    for (const Alt& b : branch) {
+      absl::StatusOr<const SimpleSchema*> mb = Merge(b);
+      if (!mb.ok()) return mb.status();
+      absl::StatusOr<bool> d = Disjoint(**ma, **mb, 0);
+      if (!d.ok() || !*d) return false;
+    }
+    return true;
+  };
+  // Which pairs of branches may overlap; provably disjoint branches make
+  // oneOf an anyOf.
+  std::vector<std::vector<char>> overlap(k, std::vector<char>(k, 0));
   bool disjoint = true;
-  for (size_t i = 0; i < k && disjoint; ++i) {
-    for (size_t j = i + 1; j < k && disjoint; ++j) {
+  for (size_t i = 0; i < k; ++i) {
+    for (size_t j = i + 1; j < k; ++j) {
       for (const Alt& a : in_context[i]) {
-        for (const Alt& b : in_context[j]) {
-          absl::StatusOr<const SimpleSchema*> ma = Merge(a);
-          absl::StatusOr<const SimpleSchema*> mb = Merge(b);
-          if (!ma.ok()) return ma.status();
-          if (!mb.ok()) return mb.status();
-          absl::StatusOr<bool> d = Disjoint(**ma, **mb, 0);
-          if (!d.ok() || !*d) {
-            disjoint = false;
-            break;
-          }
+        absl::StatusOr<bool> d = apart(a, in_context[j]);
+        if (!d.ok()) return d.status();
+        if (!*d) {
+          overlap[i][j] = overlap[j][i] = 1;
+          disjoint = false;
+          break;
         }
-        if (!disjoint) break;
       }
     }
   }
   if (disjoint) return Union(in_context);
-  // Otherwise exactly one branch holds: branch i and not the others.
+  // Otherwise exactly one branch holds: branch i and not the others it may
+  // meet. Only the alternatives of branch i that may meet branch j need
+  // "not j"; the others are kept as they are, so that the exclusion grows
+  // with the overlap rather than with every pair of branches.
   std::vector<Dnf> exact;
   absl::Status failure;
   for (size_t i = 0; i < k && failure.ok(); ++i) {
     Dnf d = in_context[i];
     for (size_t j = 0; j < k && failure.ok(); ++j) {
-      if (j == i) continue;
+      if (j == i || !overlap[i][j]) continue;
+      Dnf kept, meeting;
+      for (Alt& a : d) {
+        absl::StatusOr<bool> away = apart(a, in_context[j]);
+        if (!away.ok()) {
+          failure = away.status();
+          break;
+        }
+        (*away ? kept : meeting).push_back(std::move(a));
+      }
+      if (!failure.ok() || meeting.empty()) {
+        d = std::move(kept);
+        continue;
+      }
       absl::StatusOr<Dnf> no = Expand(locs[j], true);
       if (!no.ok()) {
         failure = no.status();
         break;
       }
-      absl::StatusOr<Dnf> p = Product(d, *no);
+      absl::StatusOr<Dnf> p = Product(meeting, *no);
       if (!p.ok()) {
         failure = p.status();
         break;
       }
-      d = *std::move(p);
+      absl::StatusOr<Dnf> both = Union({std::move(kept), *std::move(p)});
+      if (!both.ok()) {
+        failure = both.status();
+        break;
+      }
+      d = *std::move(both);
     }
     exact.push_back(std::move(d));
   }
