@@ -1,6 +1,7 @@
 #include "service/compile_pool.h"
 
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -286,6 +287,9 @@ void CompilePool::Done(const Task& task) {
 }
 
 void CompilePool::Work() {
+  // Named so that a node's tools (and tests/load/node_bench) can tell the
+  // compiles' CPU from the steps' in /proc/PID/task.
+  pthread_setname_np(pthread_self(), "gd-compile");
   for (;;) {
     Task task;
     {
@@ -316,6 +320,7 @@ absl::StatusOr<ParsedConstraint> CompilePool::ReadLarge(
 }
 
 void CompilePool::ReadLargeInBackground() {
+  pthread_setname_np(pthread_self(), "gd-read");
   setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
   absl::MutexLock lock(&reader_mu_);
   for (;;) {
@@ -336,6 +341,7 @@ void CompilePool::ReadLargeInBackground() {
 void CompilePool::ClassifyInBackground() {
   // Behind compiles and steps: the work only saves later steps time.
   setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
+  pthread_setname_np(pthread_self(), "gd-classify");
   for (;;) {
     std::shared_ptr<const GrammarEntry> entry;
     {

@@ -20,20 +20,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "nlohmann/json.hpp"
 #include "proto/grammard.grpc.pb.h"
+#include "tests/load/bench_constraints.h"
 #include "tests/load/decode_stream.h"
 #include "tests/support/daemon.h"
-#include "tests/support/gzip_lines.h"
 #include "tests/support/paths.h"
 #include "tests/support/redis_server.h"
 
@@ -47,40 +44,10 @@ using Clock = std::chrono::steady_clock;
 
 // MaskBench schemas, then the bench workloads' constraints.
 std::vector<v1::Constraint> Constraints(const std::string& shared) {
-  std::vector<v1::Constraint> out;
-  const std::string dir = shared + "/maskbench";
-  for (const std::string& f :
-       grammard::testing::FilesEndingWith(dir, ".jsonl.gz")) {
-    auto lines = grammard::testing::ReadGzipLines(dir + "/" + f,
-                                                  absl::GetFlag(FLAGS_limit));
-    if (!lines) continue;
-    for (const std::string& line : *lines) {
-      auto c = nlohmann::json::parse(line, nullptr, false);
-      if (!c.is_object() || !c.contains("schema")) continue;
-      out.emplace_back().set_json_schema(c["schema"].dump());
-    }
-  }
-  const std::string bench = shared + "/../bench";
-  std::istringstream workloads(
-      grammard::testing::ReadFileOrEmpty(bench + "/WORKLOADS.tsv"));
-  for (std::string line; std::getline(workloads, line);) {
-    std::vector<std::string> f = absl::StrSplit(line, '\t');
-    if (line.empty() || line[0] == '#' || f.size() < 3) continue;
-    const std::string text =
-        grammard::testing::ReadFileOrEmpty(bench + "/" + f[2]);
-    v1::Constraint c;
-    if (f[1] == "json_schema") {
-      c.set_json_schema(text);
-    } else if (f[1] == "regex") {
-      c.set_regex(std::string(absl::StripTrailingAsciiWhitespace(text)));
-    } else if (f[1] == "ebnf") {
-      c.mutable_grammar()->set_text(text);
-    } else if (f[1] == "builtin_json") {
-      c.mutable_json_object();
-    } else {
-      continue;
-    }
-    out.push_back(c);
+  std::vector<v1::Constraint> out =
+      grammard::load::MaskBenchSchemas(shared, absl::GetFlag(FLAGS_limit));
+  for (grammard::load::Workload& w : grammard::load::BenchWorkloads(shared)) {
+    out.push_back(std::move(w.constraint));
   }
   return out;
 }

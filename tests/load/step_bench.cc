@@ -25,9 +25,9 @@
 // (maskbench measures them), not the service's.
 //
 // Cost: as fast as the daemon goes; the client samples each mask row from
-// its wire form on one thread per stream (CountAllowed and NthAllowed in
-// proto/mask_rows.h), so the daemon is not left idle between steps by
-// client work a node does on its GPU.
+// its wire form on one thread per stream (tests/load/step_sampler.h), so
+// the daemon is not left idle between steps by client work a node does on
+// its GPU.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -44,7 +44,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
@@ -55,10 +54,10 @@
 #include "grammar/matcher.h"
 #include "grammar/vocabulary.h"
 #include "proto/grammard.grpc.pb.h"
-#include "proto/mask_rows.h"
 #include "service/constraint.h"
 #include "tests/load/decode_stream.h"
 #include "tests/load/prometheus_scrape.h"
+#include "tests/load/step_sampler.h"
 #include "tests/support/daemon.h"
 #include "tests/support/paths.h"
 #include "tools/grammarctl/constraint_spec.h"
@@ -192,7 +191,8 @@ class StreamRunner {
         stub_(v1::Grammard::NewStub(grammard::load::Connect(
             setup.target, /*private_connection=*/true))),
         stream_(stub_.get(),
-                std::chrono::system_clock::now() + std::chrono::hours(1)) {}
+                std::chrono::system_clock::now() + std::chrono::hours(1)),
+        sampler_(setup.tokenizer.vocab_size()) {}
 
   StreamResult Run() {
     bool arrived = false;
@@ -231,8 +231,7 @@ class StreamRunner {
     uint64_t id = 0;
     int32_t pending = -1;  // the token to report at the next step
     bool ready = false;
-    v1::MaskRow previous;  // with --keep_previous_rows, once has_previous
-    bool has_previous = false;
+    grammard::load::KeptRow previous;  // with --keep_previous_rows
   };
 
   Sequence NewSequence() {
@@ -292,64 +291,27 @@ class StreamRunner {
               .count());
       result_.result_bytes += static_cast<double>(result_step_.ByteSizeLong());
     }
-    // Each row is sampled as it came, references resolved to the rows they
-    // repeat: decoding every row into 16 KB of words would leave the daemon
-    // idle for a millisecond a step, which a node's GPU upload does not.
-    const int32_t vocab_size = setup_.tokenizer.vocab_size();
-    resolved_.clear();
-    counts_.clear();
+    sampler_.BeginStep();
+    const bool keep = absl::GetFlag(FLAGS_keep_previous_rows);
     for (size_t i = 0; i < stepped_.size(); ++i) {
       Sequence& seq = *stepped_[i];
-      const v1::SequenceResult& r = result_step_.sequences(static_cast<int>(i));
-      if (r.has_error()) {
-        return absl::Status(static_cast<absl::StatusCode>(r.error().code()),
-                            r.error().message());
-      }
-      for (int j = 0; j < r.rows_size(); ++j) {
-        const v1::MaskRow& row = r.rows(j);
-        const v1::MaskRow* target = &row;
-        if (row.has_same_as()) {
-          if (row.same_as() >= resolved_.size()) {
-            return absl::InternalError("same_as refers to no earlier row");
-          }
-          target = resolved_[row.same_as()];
-        } else if (row.has_same_as_previous()) {
-          if (j != 0 || !seq.has_previous) {
-            return absl::InternalError("same_as_previous with no kept row");
-          }
-          target = &seq.previous;
-        }
-        resolved_.push_back(target);
-      }
-      if (r.terminated()) {
-        GRAMMARD_RETURN_IF_ERROR(stream_.Close(seq.id));
-        seq = NewSequence();
-        GRAMMARD_RETURN_IF_ERROR(Open(seq));
-        ++result_.reopened;
-        continue;
-      }
-      if (r.rows_size() == 0) return absl::InternalError("a result, no row");
-      const v1::MaskRow& first = *resolved_[resolved_.size() - r.rows_size()];
-      // Rows that repeat one row (same_as) are counted once a step.
-      auto [counted, added] = counts_.try_emplace(&first, 0);
-      if (added) {
-        auto allowed = grammard::proto::CountAllowed(first, vocab_size);
-        if (!allowed.ok()) return allowed.status();
-        counted->second = *allowed;
-      }
-      const int64_t allowed = counted->second;
-      if (allowed == 0) return absl::InternalError("a row allows nothing");
-      auto token = grammard::proto::NthAllowed(
-          first, vocab_size,
-          std::uniform_int_distribution<int64_t>(0, allowed - 1)(rng_));
+      auto token = sampler_.Next(result_step_.sequences(static_cast<int>(i)),
+                                 keep ? &seq.previous : nullptr, &rng_);
       if (!token.ok()) return token.status();
-      seq.pending = *token;
-      if (absl::GetFlag(FLAGS_keep_previous_rows) &&
-          !r.rows(0).has_same_as_previous()) {
-        seq.previous = first;
-        seq.has_previous = true;
+      if (*token >= 0) {
+        seq.pending = *token;
+      } else {
+        terminated_.push_back(&seq);
       }
     }
+    // Reopened once the step is read: later rows may refer to their rows.
+    for (Sequence* seq : terminated_) {
+      GRAMMARD_RETURN_IF_ERROR(stream_.Close(seq->id));
+      *seq = NewSequence();
+      GRAMMARD_RETURN_IF_ERROR(Open(*seq));
+      ++result_.reopened;
+    }
+    terminated_.clear();
     return absl::OkStatus();
   }
 
@@ -358,10 +320,10 @@ class StreamRunner {
   StartGate* const gate_;
   std::unique_ptr<v1::Grammard::Stub> stub_;
   DecodeStream stream_;
-  std::vector<const v1::MaskRow*> resolved_;  // this step's rows, resolved
-  absl::flat_hash_map<const v1::MaskRow*, int64_t> counts_;  // tokens allowed
+  grammard::load::StepSampler sampler_;
   std::vector<Sequence> sequences_;
   std::vector<Sequence*> stepped_;
+  std::vector<Sequence*> terminated_;  // this step's, to reopen
   uint64_t next_id_ = 1;
   uint64_t step_id_ = 0;
   v1::Step step_;
