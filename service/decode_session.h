@@ -6,8 +6,9 @@
 // message to its session.
 //
 // A step advances its sequences and fills their rows across sequences on
-// a FillPool shared by all sessions; a StepRowEncoder (service/step_rows.h)
-// spares the fills it can by row key and encodes the rows.
+// a FillPool (service/fill_pool.h) shared by all sessions; a
+// StepRowEncoder (service/step_rows.h) spares the fills it can by row key
+// and encodes the rows.
 //
 // Errors reach clients as canonical codes with a message naming the
 // sequence and the problem; a sequence's error is reported in its own
@@ -40,10 +41,10 @@
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "grammar/base/thread_pool.h"
 #include "proto/grammard.pb.h"
 #include "service/byte_budget.h"
 #include "service/compile_pool.h"
+#include "service/fill_pool.h"
 #include "service/sequence.h"
 #include "service/service_metrics.h"
 #include "service/step_rows.h"
@@ -85,24 +86,6 @@ class ReplyWriter {
   // Ends the stream with `status` at once, even while a Write is blocked on
   // a client that does not read.
   virtual void Abort(const absl::Status& status) = 0;
-};
-
-// The threads filling the mask rows of steps, shared by all sessions: a
-// step takes them when they are free and fills on its own thread while
-// another session's step has them, so sessions never wait for each other.
-// Thread-safety: ForEach may be called from any thread.
-class FillPool {
- public:
-  // `threads` counts the stepping thread (grammar::ThreadPool).
-  explicit FillPool(int threads) : pool_(threads) {}
-
-  // Runs fn(i) for i in [0, n) on the pool, or on this thread while
-  // another step has the pool.
-  void ForEach(size_t n, const std::function<void(size_t)>& fn);
-
- private:
-  absl::Mutex mu_;  // held while a step uses pool_
-  grammar::ThreadPool pool_;
 };
 
 // What the sessions of a daemon share; all of it must outlive them.
