@@ -169,19 +169,42 @@ absl::StatusOr<Dnf> Converter::Product(const Dnf& a, const Dnf& b) {
         absl::StrCat("combining allOf/anyOf/oneOf gives more than ",
                      opt_.max_alternatives, " alternatives"));
   }
-  std::set<Alt> seen;
-  Dnf out;
-  for (const Alt& x : a) {
-    for (const Alt& y : b) {
-      Alt z;
-      std::set_union(x.begin(), x.end(), y.begin(), y.end(),
-                     std::back_inserter(z));
-      uint8_t types = kAllT;
-      for (int32_t f : z) types &= fragments_[f].types;
-      if (types == 0) continue;  // contradictory types: nothing to keep
-      if (seen.insert(z).second) out.push_back(std::move(z));
+  // Pairs of contradictory types are dropped; past the budget, so are the
+  // pairs proved disjoint (a proof costs automata, so only then).
+  auto combine = [&](bool prove) -> absl::StatusOr<Dnf> {
+    std::set<Alt> seen;
+    Dnf out;
+    for (const Alt& x : a) {
+      for (const Alt& y : b) {
+        Alt z;
+        std::set_union(x.begin(), x.end(), y.begin(), y.end(),
+                       std::back_inserter(z));
+        uint8_t types = kAllT;
+        for (int32_t f : z) types &= fragments_[f].types;
+        if (types == 0) continue;  // contradictory types: nothing to keep
+        if (seen.count(z)) continue;
+        if (prove) {
+          absl::StatusOr<const SimpleSchema*> mx = Merge(x);
+          if (!mx.ok()) return mx.status();
+          absl::StatusOr<const SimpleSchema*> my = Merge(y);
+          if (!my.ok()) return my.status();
+          absl::StatusOr<bool> apart = Disjoint(**mx, **my, 0);
+          if (apart.ok() && *apart) continue;
+          if (IsDeadline(apart.status())) return apart.status();
+        }
+        seen.insert(z);
+        out.push_back(std::move(z));
+      }
     }
+    return out;
+  };
+  absl::StatusOr<Dnf> combined = combine(false);
+  if (combined.ok() &&
+      static_cast<int32_t>(combined->size()) > opt_.max_alternatives) {
+    combined = combine(true);
   }
+  if (!combined.ok()) return combined.status();
+  Dnf out = *std::move(combined);
   if (static_cast<int32_t>(out.size()) > opt_.max_alternatives) {
     return absl::ResourceExhaustedError(
         absl::StrCat("combining allOf/anyOf/oneOf gives more than ",
