@@ -183,7 +183,7 @@ absl::StatusOr<Dnf> Converter::Product(const Dnf& a, const Dnf& b) {
         for (int32_t f : z) types &= fragments_[f].types;
         if (types == 0) continue;  // contradictory types: nothing to keep
         if (seen.count(z)) continue;
-        if (prove) {
+        if (prove && disjoint_proofs_left_ > 0) {
           absl::StatusOr<const SimpleSchema*> mx = Merge(x);
           if (!mx.ok()) return mx.status();
           absl::StatusOr<const SimpleSchema*> my = Merge(y);
@@ -508,6 +508,10 @@ absl::StatusOr<Dnf> Converter::ExpandOneOf(int32_t loc, const Dnf& context) {
   }
   // Whether alternative `a` provably meets no alternative of `branch`.
   auto apart = [&](const Alt& a, const Dnf& branch) -> absl::StatusOr<bool> {
+    // Without proofs left, not even worth merging `a` (which grows with
+    // every exclusion).
+    if (disjoint_proofs_left_ <= 0) return false;
+    GRAMMARD_RETURN_IF_ERROR(Tick());
     absl::StatusOr<const SimpleSchema*> ma = Merge(a);
     if (!ma.ok()) return ma.status();
     for (const Alt& b : branch) {
@@ -541,6 +545,7 @@ absl::StatusOr<Dnf> Converter::ExpandOneOf(int32_t loc, const Dnf& context) {
   // "not j"; the others are kept as they are, so that the exclusion grows
   // with the overlap rather than with every pair of branches.
   std::vector<Dnf> exact;
+  std::vector<std::optional<Dnf>> negated(k);  // "not branch j", once each
   absl::Status failure;
   for (size_t i = 0; i < k && failure.ok(); ++i) {
     Dnf d = in_context[i];
@@ -559,12 +564,15 @@ absl::StatusOr<Dnf> Converter::ExpandOneOf(int32_t loc, const Dnf& context) {
         d = std::move(kept);
         continue;
       }
-      absl::StatusOr<Dnf> no = Expand(locs[j], true);
-      if (!no.ok()) {
-        failure = no.status();
-        break;
+      if (!negated[j]) {
+        absl::StatusOr<Dnf> no = Expand(locs[j], true);
+        if (!no.ok()) {
+          failure = no.status();
+          break;
+        }
+        negated[j] = *std::move(no);
       }
-      absl::StatusOr<Dnf> p = Product(meeting, *no);
+      absl::StatusOr<Dnf> p = Product(meeting, *negated[j]);
       if (!p.ok()) {
         failure = p.status();
         break;

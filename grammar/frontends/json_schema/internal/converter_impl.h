@@ -408,6 +408,9 @@ class Converter {
   // While set (proving disjointness), a check that narrowed formats make
   // inexact fails instead of answering false.
   bool exact_checks_ = false;
+  // Disjointness proofs left to this conversion (a proof may intersect
+  // string automata; a oneOf of hundreds of branches asks for each pair).
+  int64_t disjoint_proofs_left_ = 20000;
 };
 
 }  // namespace grammard::grammar::json_schema_internal
