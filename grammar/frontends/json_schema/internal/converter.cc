@@ -2,6 +2,7 @@
 
 #include "grammar/base/status_macros.h"
 #include "grammar/frontends/json_schema/internal/converter_impl.h"
+#include "grammar/frontends/json_schema/internal/keywords.h"
 
 namespace grammard::grammar::json_schema_internal {
 
@@ -9,54 +10,6 @@ namespace {
 
 // Schemas expanded inside one another through allOf/anyOf/$ref.
 constexpr int kMaxExpandDepth = 128;
-
-// Keywords this converter acts on.
-bool IsKnownKeyword(const std::string& key) {
-  static const std::set<std::string> kKeys = {"type",
-                                              "enum",
-                                              "const",
-                                              "minimum",
-                                              "maximum",
-                                              "exclusiveMinimum",
-                                              "exclusiveMaximum",
-                                              "multipleOf",
-                                              "minLength",
-                                              "maxLength",
-                                              "pattern",
-                                              "format",
-                                              "items",
-                                              "prefixItems",
-                                              "additionalItems",
-                                              "minItems",
-                                              "maxItems",
-                                              "uniqueItems",
-                                              "contains",
-                                              "minContains",
-                                              "maxContains",
-                                              "properties",
-                                              "patternProperties",
-                                              "additionalProperties",
-                                              "required",
-                                              "minProperties",
-                                              "maxProperties",
-                                              "propertyNames",
-                                              "dependentRequired",
-                                              "dependentSchemas",
-                                              "dependencies",
-                                              "allOf",
-                                              "anyOf",
-                                              "oneOf",
-                                              "not",
-                                              "if",
-                                              "then",
-                                              "else",
-                                              "$ref",
-                                              "$dynamicRef",
-                                              "$recursiveRef",
-                                              "unevaluatedProperties",
-                                              "unevaluatedItems"};
-  return kKeys.count(key) > 0;
-}
 
 }  // namespace
 

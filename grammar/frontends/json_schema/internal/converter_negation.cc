@@ -1,5 +1,6 @@
 #include "grammar/base/status_macros.h"
 #include "grammar/frontends/json_schema/internal/converter_impl.h"
+#include "grammar/frontends/json_schema/internal/keywords.h"
 
 namespace grammard::grammar::json_schema_internal {
 
@@ -120,43 +121,16 @@ absl::StatusOr<Dnf> Converter::ExpandNegative(int32_t loc) {
 
 absl::StatusOr<Dnf> Converter::NegOwn(int32_t loc) {
   const Json& n = doc_.node(loc);
-  static const char* const kGroups[] = {"type",
-                                        "enum",
-                                        "const",
-                                        "minimum",
-                                        "maximum",
-                                        "exclusiveMinimum",
-                                        "exclusiveMaximum",
-                                        "multipleOf",
-                                        "minLength",
-                                        "maxLength",
-                                        "pattern",
-                                        "format",
-                                        "items",
-                                        "minItems",
-                                        "maxItems",
-                                        "uniqueItems",
-                                        "contains",
-                                        "properties",
-                                        "required",
-                                        "minProperties",
-                                        "maxProperties",
-                                        "propertyNames",
-                                        "contentEncoding",
-                                        "contentMediaType",
-                                        "unevaluatedProperties",
-                                        "unevaluatedItems"};
   std::vector<Dnf> parts;
-  for (const char* key : kGroups) {
-    bool present = n.contains(key);
-    // Member and item keywords negate as one group each.
-    if (std::string(key) == "items") {
-      present = present || n.contains("prefixItems");
-    } else if (std::string(key) == "properties") {
-      present = present || n.contains("patternProperties") ||
-                n.contains("additionalProperties");
+  const std::vector<Keyword>& keywords = ConverterKeywords();
+  for (const Keyword& group : keywords) {
+    if (group.group != group.name) continue;  // not a group's first
+    bool present = false;
+    for (const Keyword& k : keywords) {
+      present = present || (k.group == group.name && n.contains(k.name));
     }
     if (!present) continue;
+    const std::string key(group.name);
     absl::StatusOr<Dnf> d = NegKeyword(loc, key);
     if (!d.ok()) {
       if (opt_.strict) return d.status();
