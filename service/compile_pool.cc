@@ -111,8 +111,8 @@ CompilePool::CompilePool(const Options& options, GrammarCache* cache,
   if (options_.classify_in_background) {
     classifier_ = std::thread([this] { ClassifyInBackground(); });
   }
-  large_reader_ = std::make_unique<SizedThread>(
-      options_.stack_bytes, [this] { ReadLargeInBackground(); });
+  low_thread_ = std::make_unique<SizedThread>(options_.stack_bytes,
+                                              [this] { RunLowPriorityJobs(); });
 }
 
 CompilePool::~CompilePool() {
@@ -120,10 +120,10 @@ CompilePool::~CompilePool() {
   threads_.clear();  // joins them
   if (classifier_.joinable()) classifier_.join();
   {
-    absl::MutexLock lock(&reader_mu_);
-    reader_stop_ = true;
+    absl::MutexLock lock(&low_mu_);
+    low_stop_ = true;
   }
-  large_reader_.reset();  // joins it
+  low_thread_.reset();  // joins it, once its jobs ran
 }
 
 void CompilePool::CancelAll() {
@@ -173,13 +173,28 @@ absl::StatusOr<CompilePool::Submission> CompilePool::Submit(
   if (!queue_bytes_.TryCharge(bytes)) return over_budget(bytes, "");
   int64_t charged = bytes;
   absl::Cleanup uncharge = [&] { queue_bytes_.Release(charged); };
-  absl::StatusOr<ParsedConstraint> parsed;
   // One large document read at a time, behind the decode steps: a dozen
   // clients sending 6 MB schemas at once took both cores from them for
   // 160 ms, and read one at a time at normal priority still took one core
   // for as long, pushing a bystander's step p99 past 100 ms.
-  parsed = bytes > kLargeConstraintBytes ? ReadLarge(constraint)
-                                         : ParseConstraint(constraint);
+  const bool large = bytes > kLargeConstraintBytes;
+  absl::StatusOr<ParsedConstraint> parsed;
+  if (large) {
+    RunLowPriority([&] { parsed = ParseConstraint(constraint); },
+                   /*wait=*/true);
+  } else {
+    parsed = ParseConstraint(constraint);
+  }
+  // A large document this submission does not queue (refused, or found
+  // compiled) is freed behind the steps too: freeing a 6 MB enum's 35 MB
+  // of nodes takes tens of milliseconds.
+  bool queued = false;
+  absl::Cleanup free_large = [&] {
+    if (!large || queued || !parsed.ok()) return;
+    auto document = std::make_shared<ParsedConstraint>(*std::move(parsed));
+    RunLowPriority([document]() mutable { document.reset(); },
+                   /*wait=*/false);
+  };
   if (!parsed.ok()) return parsed.status();
   // What the task keeps is the parsed document, not the text: charge that.
   if (parsed->bytes > charged) {
@@ -224,6 +239,7 @@ absl::StatusOr<CompilePool::Submission> CompilePool::Submit(
   ClientQueue& queue =
       found != clients_.end() ? found->second : clients_[std::string(client)];
   if (queue.tasks.empty()) turns_.emplace_back(client);
+  queued = true;
   queue.tasks.push_back(Task{job, std::move(tokenizer), *std::move(parsed),
                              std::string(client), charged});
   ++queued_;
@@ -307,34 +323,35 @@ void CompilePool::Work() {
   }
 }
 
-absl::StatusOr<ParsedConstraint> CompilePool::ReadLarge(
-    const v1::Constraint& constraint) {
-  absl::MutexLock one_at_a_time(&large_reads_mu_);
-  absl::StatusOr<ParsedConstraint> parsed;
-  absl::MutexLock lock(&reader_mu_);
-  reader_job_ = [&] { parsed = ParseConstraint(constraint); };
-  reader_mu_.Await(absl::Condition(
-      +[](std::function<void()>* job) { return *job == nullptr; },
-      &reader_job_));
-  return parsed;
+void CompilePool::RunLowPriority(std::function<void()> job, bool wait) {
+  absl::MutexLock lock(&low_mu_);
+  low_jobs_.push_back(std::move(job));
+  const uint64_t ticket = ++low_queued_;
+  if (!wait) return;
+  auto ran = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(low_mu_) {
+    return low_done_ >= ticket;
+  };
+  low_mu_.Await(absl::Condition(&ran));
 }
 
-void CompilePool::ReadLargeInBackground() {
+void CompilePool::RunLowPriorityJobs() {
   pthread_setname_np(pthread_self(), "gd-read");
   setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
-  absl::MutexLock lock(&reader_mu_);
+  absl::MutexLock lock(&low_mu_);
   for (;;) {
-    reader_mu_.Await(absl::Condition(
-        +[](CompilePool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->reader_mu_) {
-          return p->reader_stop_ || p->reader_job_ != nullptr;
+    low_mu_.Await(absl::Condition(
+        +[](CompilePool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->low_mu_) {
+          return p->low_stop_ || !p->low_jobs_.empty();
         },
         this));
-    if (reader_stop_) return;
-    const std::function<void()> job = reader_job_;
-    reader_mu_.Unlock();
+    if (low_jobs_.empty()) return;  // stopping, and nothing left to free
+    std::function<void()> job = std::move(low_jobs_.front());
+    low_jobs_.pop_front();
+    low_mu_.Unlock();
     job();
-    reader_mu_.Lock();
-    reader_job_ = nullptr;
+    job = nullptr;  // what it held is freed on this thread too
+    low_mu_.Lock();
+    ++low_done_;
   }
 }
 

@@ -16,7 +16,8 @@
 // constraints queued or compiling have a budget (max_queue_bytes), and a
 // constraint larger than max_constraint_bytes is refused before it is
 // read. Every refusal is ResourceExhausted naming the flag. Constraints over
-// a megabyte are read one at a time on a thread of the lowest priority.
+// a megabyte are read, and freed when not queued, one at a time on a thread
+// of lower priority.
 //
 // CancelAll (on SIGTERM) fails the queued compiles and stops the running
 // ones at once: the engine checks its deadline's flag as it checks the
@@ -213,19 +214,21 @@ class CompilePool {
   int running_ ABSL_GUARDED_BY(mu_) = 0;
   ByteBudget queue_bytes_;
   // Constraints larger than this are read (parsed for their canonical
-  // form) one at a time, on large_reader_: a thread at the lowest priority,
-  // so that reading them yields to the decode steps. (The request's own
-  // thread cannot lower its priority for the read and raise it again
-  // without privileges.)
+  // form) one at a time on a thread of lower priority (nice 10), which also
+  // frees the documents of those not queued: reading and freeing them then
+  // yield to the decode steps. (A request's own thread cannot lower its
+  // priority and raise it again without privileges; at nice 19 the reads
+  // starved under load.)
   static constexpr int64_t kLargeConstraintBytes = int64_t{1} << 20;
-  absl::StatusOr<ParsedConstraint> ReadLarge(const v1::Constraint& constraint);
-  void ReadLargeInBackground();
-  absl::Mutex large_reads_mu_;  // one caller of ReadLarge at a time
-  absl::Mutex reader_mu_;
-  // The read large_reader_ is to do next; it clears it when done.
-  std::function<void()> reader_job_ ABSL_GUARDED_BY(reader_mu_);
-  bool reader_stop_ ABSL_GUARDED_BY(reader_mu_) = false;
-  std::unique_ptr<SizedThread> large_reader_;
+  // Runs `job` on that thread, in order; returns once it ran if `wait`.
+  void RunLowPriority(std::function<void()> job, bool wait);
+  void RunLowPriorityJobs();
+  absl::Mutex low_mu_;
+  std::deque<std::function<void()>> low_jobs_ ABSL_GUARDED_BY(low_mu_);
+  uint64_t low_queued_ ABSL_GUARDED_BY(low_mu_) = 0;  // jobs ever queued
+  uint64_t low_done_ ABSL_GUARDED_BY(low_mu_) = 0;    // jobs ever run
+  bool low_stop_ ABSL_GUARDED_BY(low_mu_) = false;
+  std::unique_ptr<SizedThread> low_thread_;
   // Raised by CancelAll: every running compile's deadline reads it.
   std::atomic<bool> cancel_{false};
   std::unordered_map<std::string, std::shared_ptr<CompileJob>> in_flight_
