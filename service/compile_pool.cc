@@ -180,8 +180,22 @@ absl::StatusOr<CompilePool::Submission> CompilePool::Submit(
   const bool large = bytes > kLargeConstraintBytes;
   absl::StatusOr<ParsedConstraint> parsed;
   if (large) {
-    RunLowPriority([&] { parsed = ParseConstraint(constraint); },
-                   /*wait=*/true);
+    RunLowPriority(
+        [&] {
+          // Refused before it is built when even its least parsed size
+          // does not fit: building and freeing such documents was most of
+          // what a flood of them cost.
+          const int64_t least = LeastParsedBytes(constraint);
+          if (least > charged) {
+            if (!queue_bytes_.TryCharge(least - charged)) {
+              parsed = over_budget(least, " once parsed");
+              return;
+            }
+            charged = least;
+          }
+          parsed = ParseConstraint(constraint);
+        },
+        /*wait=*/true);
   } else {
     parsed = ParseConstraint(constraint);
   }

@@ -580,5 +580,31 @@ TEST_F(CompilePoolTest, TheBudgetCountsTheParsedDocumentAQueuedSchemaKeeps) {
   EXPECT_EQ(metrics_.compile_queue_bytes->Value(), 0);
 }
 
+// A large document whose least parsed size cannot be charged is refused
+// before it is built: the text below ends in a byte that is not JSON, which
+// building it would have reported instead.
+TEST_F(CompilePoolTest, ALargeDocumentThatCannotFitIsRefusedUnbuilt) {
+  std::string schema = R"({"enum": ["v0")";
+  for (int i = 1; schema.size() < (2 << 20); ++i) {
+    schema += ",\"v" + std::to_string(i) + "\"";
+  }
+  schema += "]}";
+  const int64_t least = LeastParsedBytes(Schema(schema));
+  ASSERT_GT(least, 2 * static_cast<int64_t>(schema.size()));
+  CompilePool::Options o;
+  o.max_queue_bytes = (static_cast<int64_t>(schema.size()) + least) / 2;
+  auto pool = Pool(o);
+  const absl::Status s =
+      pool->Submit(tokenizer_, Schema(schema + "x")).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_NE(s.message().find("once parsed"), std::string::npos) << s;
+  EXPECT_EQ(metrics_.compile_queue_bytes->Value(), 0);
+  // With room for it, the same text is read, and its error reported.
+  o.max_queue_bytes = int64_t{1} << 30;
+  pool = Pool(o);
+  EXPECT_EQ(pool->Submit(tokenizer_, Schema(schema + "x")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace grammard::service

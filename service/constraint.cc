@@ -200,6 +200,19 @@ absl::StatusOr<ParsedConstraint> ParseConstraint(const Constraint& constraint) {
   return out;
 }
 
+int64_t LeastParsedBytes(const Constraint& constraint) {
+  switch (constraint.kind_case()) {
+    case Constraint::kJsonSchema:
+      return grammar::LeastJsonHeapBytes(constraint.json_schema(),
+                                         grammar::kMaxSchemaJsonDepth);
+    case Constraint::kStructuralTag:
+      return grammar::LeastJsonHeapBytes(constraint.structural_tag(),
+                                         grammar::kMaxStructuralTagJsonDepth);
+    default:
+      return 0;
+  }
+}
+
 absl::StatusOr<CompiledConstraint> CompileConstraint(
     const grammar::GrammarCompiler& compiler, ParsedConstraint parsed,
     const CompileLimits& limits) {

@@ -51,6 +51,10 @@ struct ParsedConstraint {
 absl::StatusOr<ParsedConstraint> ParseConstraint(
     const grammard::v1::Constraint& constraint);
 
+// A lower bound of ParseConstraint's `bytes` for the JSON text of
+// `constraint`, read without building the document (0 for other kinds).
+int64_t LeastParsedBytes(const grammard::v1::Constraint& constraint);
+
 struct CompileLimits {
   grammar::Deadline deadline{};
   int32_t max_states = 100000;

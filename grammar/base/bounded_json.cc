@@ -139,4 +139,74 @@ int64_t JsonHeapBytes(const nlohmann::ordered_json& value) {
   return bytes;
 }
 
+namespace {
+
+// Counts what JsonHeapBytes would, with sizes for capacities.
+class HeapCounter : public nlohmann::json_sax<nlohmann::ordered_json> {
+ public:
+  using Json = nlohmann::ordered_json;
+  explicit HeapCounter(int max_depth) : max_depth_(max_depth) {}
+
+  bool null() override { return Item(); }
+  bool boolean(bool) override { return Item(); }
+  bool number_integer(number_integer_t) override { return Item(); }
+  bool number_unsigned(number_unsigned_t) override { return Item(); }
+  bool number_float(number_float_t, const string_t&) override { return Item(); }
+  bool string(string_t& s) override {
+    bytes_ += static_cast<int64_t>(sizeof(std::string)) + Long(s.size());
+    return Item();
+  }
+  bool binary(binary_t&) override { return Item(); }
+  bool key(string_t& k) override {
+    bytes_ += Long(k.size());
+    return true;
+  }
+  bool start_object(std::size_t) override { return Open(); }
+  bool end_object() override {
+    return Close(sizeof(Json::object_t), sizeof(Json::object_t::value_type));
+  }
+  bool start_array(std::size_t) override { return Open(); }
+  bool end_array() override {
+    return Close(sizeof(Json::array_t), sizeof(Json));
+  }
+  bool parse_error(std::size_t, const std::string&,
+                   const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  static int64_t Long(size_t chars) {
+    return chars > std::string().capacity() ? static_cast<int64_t>(chars) + 1
+                                            : 0;
+  }
+  bool Item() {
+    if (!counts_.empty()) ++counts_.back();
+    return true;
+  }
+  bool Open() {
+    if (static_cast<int>(counts_.size()) >= max_depth_) return false;
+    counts_.push_back(0);
+    return true;
+  }
+  bool Close(size_t container, size_t per_item) {
+    bytes_ += static_cast<int64_t>(container + counts_.back() * per_item);
+    counts_.pop_back();
+    return Item();
+  }
+
+  const int max_depth_;
+  int64_t bytes_ = 0;
+  std::vector<int64_t> counts_;  // items of each open container
+};
+
+}  // namespace
+
+int64_t LeastJsonHeapBytes(std::string_view text, int max_depth) {
+  HeapCounter counter(max_depth);
+  nlohmann::ordered_json::sax_parse(text.begin(), text.end(), &counter);
+  return counter.bytes();
+}
+
 }  // namespace grammard::grammar

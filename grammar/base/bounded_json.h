@@ -41,6 +41,14 @@ absl::Status CheckJsonDepth(const nlohmann::ordered_json& value, int max_depth);
 // strings), for budgets that count parsed documents. Linear in the value.
 int64_t JsonHeapBytes(const nlohmann::ordered_json& value);
 
+// A lower bound of JsonHeapBytes of the value `text` parses to, read
+// without building it (nlohmann's SAX parser: no allocation but the
+// parser's), so that a budget can refuse a document before it is built.
+// What the text holds up to its first error or past `max_depth` levels
+// counts; the rest does not. Members of repeated names count as written
+// (the parsed object keeps the last of them only).
+int64_t LeastJsonHeapBytes(std::string_view text, int max_depth);
+
 }  // namespace grammard::grammar
 
 #endif  // GRAMMARD_GRAMMAR_BASE_BOUNDED_JSON_H_

@@ -1,5 +1,6 @@
 #include "grammar/base/bounded_json.h"
 
+#include <random>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -113,6 +114,66 @@ TEST(JsonHeapBytes, GrowsWithWhatTheValueHolds) {
   Json many = Json::array();
   for (int i = 0; i < 100000; ++i) many.push_back("v" + std::to_string(i));
   EXPECT_GT(JsonHeapBytes(many), static_cast<int64_t>(many.dump().size()));
+}
+
+// A random JSON value of up to `depth` levels: objects of distinct names,
+// arrays, short and long strings, numbers and literals.
+nlohmann::ordered_json RandomValue(std::mt19937* rng, int depth) {
+  using Json = nlohmann::ordered_json;
+  const int kind = static_cast<int>((*rng)() % (depth > 0 ? 6 : 4));
+  auto text = [&] {
+    return std::string((*rng)() % 40, static_cast<char>('a' + (*rng)() % 26));
+  };
+  switch (kind) {
+    case 0:
+      return Json(static_cast<int>((*rng)() % 1000));
+    case 1:
+      return Json((*rng)() % 2 == 0);
+    case 2:
+      return Json(text());
+    case 3:
+      return Json(nullptr);
+    case 4: {
+      Json a = Json::array();
+      for (int i = static_cast<int>((*rng)() % 9); i > 0; --i) {
+        a.push_back(RandomValue(rng, depth - 1));
+      }
+      return a;
+    }
+    default: {
+      Json o = Json::object();
+      for (int i = static_cast<int>((*rng)() % 9); i > 0; --i) {
+        o[text() + std::to_string(i)] = RandomValue(rng, depth - 1);
+      }
+      return o;
+    }
+  }
+}
+
+// Read from text, the least size is at most what the parsed value holds,
+// and near it (containers parsed grow at most twice their size).
+TEST(LeastJsonHeapBytes, BoundsTheParsedValueFromBelow) {
+  std::mt19937 rng(42);
+  for (int round = 0; round < 300; ++round) {
+    const std::string text = RandomValue(&rng, 4).dump();
+    const nlohmann::ordered_json parsed = nlohmann::ordered_json::parse(text);
+    const int64_t least = LeastJsonHeapBytes(text, 512);
+    const int64_t held = JsonHeapBytes(parsed);
+    EXPECT_LE(least, held) << text;
+    EXPECT_GE(2 * least, held) << text;
+  }
+  // A flood's shape: an enum of many short strings.
+  std::string values = "{\"enum\":[\"v0\"";
+  for (int i = 1; i < 100000; ++i) {
+    values += ",\"v" + std::to_string(i) + "\"";
+  }
+  values += "]}";
+  const int64_t held = JsonHeapBytes(nlohmann::ordered_json::parse(values));
+  EXPECT_LE(LeastJsonHeapBytes(values, 512), held);
+  EXPECT_GE(2 * LeastJsonHeapBytes(values, 512), held);
+  // Bad text and depth count what came before them.
+  EXPECT_EQ(LeastJsonHeapBytes("[1, 2", 512), 0);
+  EXPECT_EQ(LeastJsonHeapBytes(Nested(10), 5), 0);
 }
 
 }  // namespace
