@@ -139,15 +139,19 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
   if (!declared_dfa.ok()) return declared_dfa.status();
   // Per set of witnesses (bit i: witness i), the names every one of them
   // may have.
+  std::vector<CharDfa> names_of;  // per witness
+  for (const Witness& w : o.witnesses) {
+    absl::StatusOr<CharDfa> names = WitnessNames(w);
+    if (!names.ok()) return loose("patternProperties", names.status());
+    names_of.push_back(*std::move(names));
+  }
   std::vector<CharDfa> witness_dfa{AnyStringDfa()};
   for (uint32_t as = 1; as <= all_found; ++as) {
     // The set without its lowest witness was made before it.
     const uint32_t low = as & (~as + 1);
     const uint32_t i = static_cast<uint32_t>(__builtin_ctz(low));
-    absl::StatusOr<CharDfa> names = WitnessNames(o.witnesses[i]);
-    if (!names.ok()) return loose("patternProperties", names.status());
     absl::StatusOr<CharDfa> both = json_schema_internal::Intersect(
-        witness_dfa[as ^ low], *names, opt_.dfa);
+        witness_dfa[as ^ low], names_of[i], opt_.dfa);
     if (!both.ok()) return loose("patternProperties", both.status());
     witness_dfa.push_back(*std::move(both));
   }
