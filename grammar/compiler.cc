@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "grammar/base/scc.h"
 #include "grammar/base/status_macros.h"
+#include "grammar/engine/distinct_values.h"
 #include "grammar/engine/grammar_data.h"
 #include "grammar/engine/nfa.h"
 #include "grammar/engine/token_index.h"
@@ -70,6 +71,34 @@ std::vector<bool> RepeatedManyTimes(const Grammar& g) {
     }
   }
   return many;
+}
+
+// Distinct rules and the rules that call them stay calls: a matcher keeps a
+// distinct rule's values per frame of its caller (engine/stack.h), so the
+// caller must have frames of its own, and each value must end in a return.
+std::vector<bool> KeptAsCalls(const Grammar& g) {
+  std::vector<bool> kept(g.rules.size(), false);
+  std::vector<int32_t> stack;
+  for (size_t r = 0; r < g.rules.size(); ++r) {
+    if (g.rules[r].distinct) kept[r] = true;
+  }
+  if (std::find(kept.begin(), kept.end(), true) == kept.end()) return kept;
+  std::vector<size_t> seen_in(g.exprs.size(), g.rules.size());
+  for (size_t r = 0; r < g.rules.size(); ++r) {
+    stack.assign({g.rules[r].body});
+    while (!stack.empty() && !kept[r]) {
+      const int32_t e = stack.back();
+      stack.pop_back();
+      if (seen_in[e] == r) continue;
+      seen_in[e] = r;
+      const Expr& x = g.exprs[e];
+      if (x.kind == ExprKind::kRuleRef && g.rules[x.rule].distinct) {
+        kept[r] = true;
+      }
+      stack.insert(stack.end(), x.children.begin(), x.children.end());
+    }
+  }
+  return kept;
 }
 
 std::vector<bool> InlinedRules(const Grammar& g) {
@@ -135,12 +164,13 @@ std::vector<bool> InlinedRules(const Grammar& g) {
   }
   const std::vector<bool> nullable = NullableRules(g);
   std::vector<bool> many = RepeatedManyTimes(g);
+  const std::vector<bool> kept = KeptAsCalls(g);
   std::vector<bool> inlined(n, false);
   auto decide = [&](size_t r) {
     const bool small =
         size[r] <= (bounded[r] ? kInlineBoundedMaxSize : kInlineMaxSize);
     inlined[r] = (nullable[r] || bounded[r]) && !recursive[r] && small &&
-                 !(many[r] && size[r] > kInlineRepeatedMaxSize) &&
+                 !kept[r] && !(many[r] && size[r] > kInlineRepeatedMaxSize) &&
                  static_cast<int32_t>(r) != g.root;
   };
   for (size_t r = 0; r < n; ++r) decide(r);
@@ -306,10 +336,11 @@ std::vector<bool> AbsorbedRules(const Grammar& g,
     }
   }
   std::vector<bool> absorbed(n, false);
+  const std::vector<bool> kept = KeptAsCalls(g);
   int64_t total = 0;
   for (size_t r = 0; r < n; ++r) {
     total += size[r];
-    absorbed[r] = referred[r] && !before_end[r] && !inlined[r] &&
+    absorbed[r] = referred[r] && !before_end[r] && !inlined[r] && !kept[r] &&
                   static_cast<int32_t>(r) != g.root;
   }
   const std::vector<bool> small_loop = SmallTailLoops(at_end, size, absorbed);
@@ -746,6 +777,14 @@ absl::StatusOr<CompiledGrammar> GrammarCompiler::Compile(
   auto pda = nfa.Determinize(g.root, options.max_states, options.deadline);
   if (!pda.ok() && !absl::IsDeadlineExceeded(pda.status())) {
     return pda.status();
+  }
+  if (pda.ok()) {
+    std::vector<uint8_t> distinct(g.rules.size(), 0);
+    for (size_t r = 0; r < g.rules.size(); ++r) {
+      distinct[r] = g.rules[r].distinct;
+    }
+    pda->MarkDistinct(distinct);
+    GRAMMARD_RETURN_IF_ERROR(internal::CheckDistinctValuesEndless(*pda));
   }
   absl::StatusOr<std::shared_ptr<const internal::GrammarData>> data =
       pda.ok()

@@ -21,17 +21,20 @@ void GrammarMatcher::Start() {
   scan_.clear();
   history_.clear();
   terminated_ = false;
+  stepper_.text().clear();
   const internal::Pda& pda = grammar_.data().pda;
+  if (pda.has_distinct()) pool_.Track();
   int32_t root = pool_.Add(pda.RuleStart(pda.root_rule()), kBottom);
   internal::CloseFlags flags = stepper_.Close(&pool_, &root, 1, &scan_);
-  history_.push_back({0, scan_.size(), pool_.size(), flags.bottom, false});
+  history_.push_back({0, scan_.size(), pool_.size(), 0, flags.bottom, false});
 }
 
 void GrammarMatcher::Reset() { Start(); }
 
 size_t GrammarMatcher::MemoryBytes() const {
   return pool_.MemoryBytes() + scan_.capacity() * sizeof(int32_t) +
-         history_.capacity() * sizeof(Position);
+         history_.capacity() * sizeof(Position) +
+         (pool_.tracking() ? stepper_.text().capacity() : 0);
 }
 
 bool GrammarMatcher::CanTerminate() const { return history_.back().can_end; }
@@ -41,16 +44,21 @@ absl::Status GrammarMatcher::Advance(std::string_view bytes) {
     return absl::FailedPreconditionError("the matcher has already terminated");
   }
   const size_t pool_mark = pool_.size();
+  std::string& text = stepper_.text();
+  const size_t text_mark = text.size();
+  const bool keep_text = pool_.tracking();
   tmp_a_.assign(scan_begin(), scan_end());
   bool can_end = history_.back().can_end;
   for (size_t i = 0; i < bytes.size(); ++i) {
     tmp_b_.clear();
+    if (keep_text) text.push_back(bytes[i]);
     internal::CloseFlags flags =
         stepper_.Step(&pool_, tmp_a_.data(), tmp_a_.data() + tmp_a_.size(),
                       static_cast<uint8_t>(bytes[i]), &tmp_b_);
     can_end = flags.bottom;
     if (flags.overflow) {
       pool_.Truncate(pool_mark);
+      text.resize(text_mark);
       return absl::ResourceExhaustedError(
           absl::StrCat("byte ", i, " of ", bytes.size(),
                        ": the grammar is too ambiguous here (more than ",
@@ -58,6 +66,7 @@ absl::Status GrammarMatcher::Advance(std::string_view bytes) {
     }
     if (tmp_b_.empty() && !(can_end && i + 1 == bytes.size())) {
       pool_.Truncate(pool_mark);
+      text.resize(text_mark);
       return absl::InvalidArgumentError(absl::StrCat(
           "byte ", i, " of ", bytes.size(), " is not allowed by the grammar"));
     }
@@ -65,7 +74,8 @@ absl::Status GrammarMatcher::Advance(std::string_view bytes) {
   }
   size_t begin = scan_.size();
   scan_.insert(scan_.end(), tmp_a_.begin(), tmp_a_.end());
-  history_.push_back({begin, scan_.size(), pool_.size(), can_end, false});
+  history_.push_back(
+      {begin, scan_.size(), pool_.size(), text.size(), can_end, false});
   return absl::OkStatus();
 }
 
@@ -121,6 +131,7 @@ absl::Status GrammarMatcher::Rollback(int32_t k) {
   const Position& p = history_.back();
   scan_.resize(p.scan_end);
   pool_.Truncate(p.pool_size);
+  stepper_.text().resize(p.text_size);
   terminated_ = p.terminated;
   return absl::OkStatus();
 }
@@ -137,7 +148,14 @@ void GrammarMatcher::PlanMask() {
   const internal::GrammarData& data = grammar_.data();
   sets_.clear();
   reads_.clear();
+  in_value_ = false;
   if (terminated_) return;
+  if (data.pda.has_distinct()) {
+    for (const int32_t* it = scan_begin(); it != scan_end() && !in_value_;
+         ++it) {
+      in_value_ = InValue(*it);
+    }
+  }
   if (scan_end() - scan_begin() > 1) {
     tops_.clear();
     for (const int32_t* it = scan_begin(); it != scan_end(); ++it) {
@@ -172,10 +190,23 @@ void GrammarMatcher::PlanMask() {
   sets_.erase(std::unique(sets_.begin(), sets_.end()), sets_.end());
 }
 
+bool GrammarMatcher::InValue(int32_t top) const {
+  // Rules no distinct rule reaches are never inside a value, so the walk
+  // stops at the first frame of one (the root's, in most grammars).
+  const internal::Pda& pda = grammar_.data().pda;
+  for (int32_t id = top; id >= 0; id = pool_[id].parent) {
+    const int32_t rule = pda.StateRule(pool_[id].state);
+    if (pda.IsDistinct(rule)) return true;
+    if (!pda.InsideDistinct(rule)) return false;
+  }
+  return false;
+}
+
 bool GrammarMatcher::NextMaskKey(std::vector<uintptr_t>* key) {
   PlanMask();
   key->clear();
-  if (!reads_.empty()) return false;
+  // Inside a distinct value the mask depends on the values seen.
+  if (!reads_.empty() || in_value_) return false;
   key->push_back(reinterpret_cast<uintptr_t>(&grammar_.data()));
   key->push_back((terminated_ ? 2u : 0u) | (CanTerminate() ? 1u : 0u));
   for (const internal::TokenSet* set : sets_) {
@@ -209,6 +240,23 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
           if (r.readable()) row[id >> 5] |= 1u << (id & 31);
         });
   }
+  if (in_value_) {
+    // The tables allow what the grammar does; a token that may end a value
+    // is allowed only if some stack survives it with the values kept apart.
+    reading_.clear();
+    for (int32_t id : grammar_.data().value_ending_tokens) {
+      uint32_t& word = row[id >> 5];
+      if (word & (1u << (id & 31))) {
+        word &= ~(1u << (id & 31));
+        reading_.push_back(id);
+      }
+    }
+    stepper_.ReadSorted(
+        &pool_, scan_begin(), scan_end(), vocab, reading_,
+        [row](int32_t id, const internal::Stepper::TokenReach& r) {
+          if (r.readable()) row[id >> 5] |= 1u << (id & 31);
+        });
+  }
   if (terminated_ || CanTerminate()) {
     for (int32_t id : vocab.eos_ids()) row[id >> 5] |= 1u << (id & 31);
   }
@@ -219,6 +267,8 @@ ForcedContinuation GrammarMatcher::JumpForward(size_t max_bytes) {
   if (terminated_) return out;
   const internal::Pda& pda = grammar_.data().pda;
   const size_t pool_mark = pool_.size();
+  std::string& text = stepper_.text();
+  const size_t text_mark = text.size();
   tmp_a_.assign(scan_begin(), scan_end());
   bool can_end = CanTerminate();
   while (!can_end && out.bytes.size() < max_bytes && !tmp_a_.empty()) {
@@ -234,14 +284,18 @@ ForcedContinuation GrammarMatcher::JumpForward(size_t max_bytes) {
     }
     if (forced < 0) break;
     tmp_b_.clear();
+    if (pool_.tracking()) text.push_back(static_cast<char>(forced));
     internal::CloseFlags flags =
         stepper_.Step(&pool_, tmp_a_.data(), tmp_a_.data() + tmp_a_.size(),
                       static_cast<uint8_t>(forced), &tmp_b_);
+    // The only byte the grammar allows may still end a value seen before.
+    if (tmp_b_.empty() && !flags.bottom) break;
     out.bytes.push_back(static_cast<char>(forced));
     can_end = flags.bottom;
     tmp_a_.swap(tmp_b_);
   }
   pool_.Truncate(pool_mark);
+  text.resize(text_mark);
   const internal::TokenIndex& index = *grammar_.data().index;
   for (size_t pos = 0; pos < out.bytes.size();) {
     int32_t id = index.LongestPrefix(std::string_view(out.bytes).substr(pos));
@@ -254,6 +308,19 @@ ForcedContinuation GrammarMatcher::JumpForward(size_t max_bytes) {
 
 GrammarMatcher GrammarMatcher::Fork() const {
   GrammarMatcher copy(grammar_);
+  if (pool_.tracking()) {
+    // Records reach back to values read long ago and their offsets into
+    // the text: the whole pool and text are copied.
+    const Position& p = history_.back();
+    copy.pool_ = pool_;
+    copy.pool_.Truncate(p.pool_size);
+    copy.stepper_.text() = stepper_.text();
+    copy.scan_.assign(scan_begin(), scan_end());
+    copy.history_.assign(1, {0, copy.scan_.size(), p.pool_size, p.text_size,
+                             p.can_end, p.terminated});
+    copy.terminated_ = terminated_;
+    return copy;
+  }
   copy.pool_.Clear();
   copy.scan_.clear();
   copy.history_.clear();
@@ -275,7 +342,7 @@ GrammarMatcher GrammarMatcher::Fork() const {
   }
   const Position& p = history_.back();
   copy.history_.push_back(
-      {0, copy.scan_.size(), copy.pool_.size(), p.can_end, p.terminated});
+      {0, copy.scan_.size(), copy.pool_.size(), 0, p.can_end, p.terminated});
   copy.terminated_ = terminated_;
   return copy;
 }

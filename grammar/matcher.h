@@ -21,6 +21,11 @@
 // only the few tokens whose fate depends on the stack below; AcceptToken is
 // O(bytes of the token). Rollback(k) is O(k); history is kept for the whole
 // sequence. Memory grows with the text accepted (a few stack nodes per byte).
+// Inside a value of a distinct rule (uniqueItems: grammar_ir.h) the tables
+// cannot know which values were seen, so the mask also reads for real every
+// allowed token that holds a byte able to end a value (a quote, a digit, a
+// brace): about a microsecond per such token, plus the values' keys
+// compared (base/json_value_key.h); the matcher then also keeps the text.
 // Thread-safety: one matcher per sequence, used by one thread at a time;
 // distinct matchers of one CompiledGrammar may run on any threads.
 #ifndef GRAMMARD_GRAMMAR_MATCHER_H_
@@ -105,7 +110,8 @@ class GrammarMatcher {
   void Reset();
 
   // A new matcher at the same position, with its own (empty) history. Costs
-  // O(nodes on the current stacks), not O(text accepted).
+  // O(nodes on the current stacks), not O(text accepted); with distinct
+  // rules, whose seen values reach back into the text, O(state kept).
   GrammarMatcher Fork() const;
 
   // Bytes of this matcher's own state (its stacks and history, by
@@ -117,6 +123,7 @@ class GrammarMatcher {
     size_t scan_begin;  // into scan_
     size_t scan_end;
     size_t pool_size;
+    size_t text_size;  // of the stepper's text (grammars with distinct rules)
     bool can_end;
     bool terminated;
   };
@@ -133,8 +140,11 @@ class GrammarMatcher {
   void Start();
   // The token sets whose union is the next mask (sorted, unique) into
   // sets_, and the stack tops whose remaining tokens must be read into
-  // reads_.
+  // reads_; whether some stack top is inside a distinct value into
+  // in_value_.
   void PlanMask();
+  // Whether the stack of `top` is inside a value of a distinct rule.
+  bool InValue(int32_t top) const;
 
   struct Read {
     const int32_t* top;  // into scan_
@@ -152,6 +162,7 @@ class GrammarMatcher {
   std::vector<Read> reads_;
   std::vector<int32_t> tops_;     // the stack tops' states, for WalkTogether
   std::vector<int32_t> reading_;  // stack-dependent tokens to read
+  bool in_value_ = false;
 };
 
 // Fills the mask rows of a batch: row i, at masks + i * stride_words, for

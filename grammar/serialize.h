@@ -23,7 +23,7 @@
 namespace grammard::grammar {
 
 // Bumped whenever the layout of the bytes changes.
-inline constexpr uint32_t kSerializeFormatVersion = 2;
+inline constexpr uint32_t kSerializeFormatVersion = 3;
 
 std::string SerializeGrammar(const CompiledGrammar& grammar);
 

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "grammar/base/deadline.h"
 #include "grammar/base/status_macros.h"
+#include "grammar/engine/distinct_values.h"
 #include "grammar/engine/pda.h"
 #include "grammar/engine/token_index.h"
 #include "grammar/engine/token_table.h"
@@ -25,12 +26,16 @@ struct GrammarData {
   GrammarData(std::shared_ptr<const TokenIndex> index_in, Pda pda_in)
       : index(std::move(index_in)),
         pda(std::move(pda_in)),
-        table(pda, *index) {}
+        table(pda, *index),
+        value_ending_tokens(TokensThatMayEndValues(pda, *index)) {}
 
   std::shared_ptr<const TokenIndex> index;
   Pda pda;
   // Refers to `pda` and `*index`, so the struct stays where it was made.
   TokenTable table;
+  // With distinct rules, the tokens a matcher reads for real inside their
+  // values (distinct_values.h).
+  std::vector<int32_t> value_ending_tokens;
 };
 
 // The data of a grammar just compiled: states grouped, none classified yet.

@@ -45,7 +45,7 @@ void Pda::FindReturnStates() {
   std::vector<std::vector<int32_t>> tail_callers(num_rules());
   for (int32_t s = 0; s < num_states(); ++s) {
     for (const PdaCall* c = CallsBegin(s); c != CallsEnd(s); ++c) {
-      if (IsTail(c->return_state)) {
+      if (IsTailCall(*c)) {
         tail_callers[c->rule].push_back(StateRule(s));
       } else {
         return_states_[c->rule].push_back(c->return_state);
@@ -382,7 +382,7 @@ size_t Pda::MemoryBytes() const {
                  (rule_start_.size() + state_rule_.size()) * sizeof(int32_t);
   for (const auto& r : return_states_) bytes += r.size() * sizeof(int32_t);
   for (const auto& n : rule_names_) bytes += n.size();
-  return bytes;
+  return bytes + distinct_.size() + inside_distinct_.size();
 }
 
 }  // namespace grammard::grammar::internal
@@ -432,6 +432,41 @@ void Pda::Save(ByteWriter* out) const {
   out->PutVector(state_rule_);
   for (const std::string& name : rule_names_) out->PutString(name);
   for (const std::vector<int32_t>& r : return_states_) out->PutVector(r);
+  out->PutVector(distinct_);
+}
+
+void Pda::MarkDistinct(const std::vector<uint8_t>& distinct) {
+  distinct_.clear();
+  inside_distinct_.clear();
+  if (std::find_if(distinct.begin(), distinct.end(),
+                   [](uint8_t d) { return d != 0; }) == distinct.end()) {
+    return;
+  }
+  // Tail calls are found anew below (FindReturnStates).
+  distinct_.assign(distinct.begin(), distinct.end());
+  // Rules a distinct rule reaches by calls.
+  inside_distinct_ = distinct_;
+  std::vector<int32_t> work;
+  for (int32_t r = 0; r < num_rules(); ++r) {
+    if (distinct_[r]) work.push_back(r);
+  }
+  std::vector<std::vector<int32_t>> callees(num_rules());
+  for (int32_t s = 0; s < num_states(); ++s) {
+    for (const PdaCall* c = CallsBegin(s); c != CallsEnd(s); ++c) {
+      callees[StateRule(s)].push_back(c->rule);
+    }
+  }
+  while (!work.empty()) {
+    const int32_t r = work.back();
+    work.pop_back();
+    for (int32_t t : callees[r]) {
+      if (!inside_distinct_[t]) {
+        inside_distinct_[t] = 1;
+        work.push_back(t);
+      }
+    }
+  }
+  FindReturnStates();
 }
 
 absl::StatusOr<Pda> Pda::Load(ByteReader* in) {
@@ -503,7 +538,13 @@ absl::StatusOr<Pda> Pda::Load(ByteReader* in) {
       if (!InRange(s, states)) return in->Malformed();
     }
   }
+  std::vector<uint8_t> distinct;
+  if (!in->GetVector(&distinct)) return in->status();
+  if (!distinct.empty() && distinct.size() != static_cast<size_t>(rules)) {
+    return in->Malformed();
+  }
   pda.ComputeHasBytes();
+  pda.MarkDistinct(distinct);
   return pda;
 }
 

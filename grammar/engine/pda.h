@@ -92,9 +92,16 @@ class Pda {
   // A state that only ends its rule (final, no bytes, no calls). A call
   // returning to one is a tail call: the callee returns straight to the
   // caller's own caller, so such frames are never pushed.
+  // Not in a distinct rule, whose values end in a return of their own.
   bool IsTail(int32_t state) const {
     return IsFinal(state) && !HasBytes(state) &&
-           CallsBegin(state) == CallsEnd(state);
+           CallsBegin(state) == CallsEnd(state) &&
+           !IsDistinct(StateRule(state));
+  }
+  // A call whose frame is never pushed: it returns to a tail state, and
+  // its rule is not distinct (a distinct call's frame keeps its values).
+  bool IsTailCall(const PdaCall& c) const {
+    return IsTail(c.return_state) && !IsDistinct(c.rule);
   }
   // Every state a stack top of `rule` may find right below it: the return
   // states of its calls, seen through tail calls.
@@ -103,6 +110,21 @@ class Pda {
   }
 
   size_t MemoryBytes() const;
+
+  // Distinct rules (grammar_ir.h's Rule::distinct): within one frame of a
+  // caller, their values must differ. Inside(rule): the rule is distinct or
+  // a distinct rule reaches it by calls, so a stack top of it may be inside
+  // such a value. has_distinct(): some rule is.
+  bool IsDistinct(int32_t rule) const {
+    return !distinct_.empty() && distinct_[rule] != 0;
+  }
+  bool InsideDistinct(int32_t rule) const {
+    return !inside_distinct_.empty() && inside_distinct_[rule] != 0;
+  }
+  bool has_distinct() const { return !distinct_.empty(); }
+  // Marks the distinct rules (per rule, nonzero: distinct); none leaves the
+  // Pda as it was.
+  void MarkDistinct(const std::vector<uint8_t>& distinct);
 
   // Which states of `rule` read alike for their next few bytes, whatever
   // lies below them: for k = 0..depth, states of one class at level k accept,
@@ -196,6 +218,9 @@ class Pda {
   std::vector<std::string> rule_names_;
   std::vector<std::vector<int32_t>> return_states_;
   int32_t root_rule_ = 0;
+  // Per rule when some rule is distinct, else empty.
+  std::vector<uint8_t> distinct_;
+  std::vector<uint8_t> inside_distinct_;
 };
 
 // Byte moves of `s` as runs with one target, (first byte, to(target)), a

@@ -1,7 +1,10 @@
 #include "grammar/engine/stack.h"
 
 #include <algorithm>
+#include <functional>
 #include <string_view>
+
+#include "grammar/base/json_value_key.h"
 
 namespace grammard::grammar::internal {
 
@@ -31,16 +34,45 @@ void StampedMap::Insert(uint64_t key, int32_t value) {
   }
 }
 
-int32_t Stepper::Intern(StackPool* pool, int32_t state, int32_t parent) {
+int32_t Stepper::Intern(StackPool* pool, int32_t state, int32_t parent,
+                        int32_t from, int32_t start) {
   // Equal stacks must be one node, or sets would grow with every ambiguity;
-  // nodes made during one step are the only candidates.
+  // nodes made during one step are the only candidates. (Two nodes of one
+  // state over one parent belong to one instance, which saw one text.)
   const uint64_t key =
       (static_cast<uint64_t>(static_cast<uint32_t>(state)) << 32) |
       static_cast<uint32_t>(parent);
   int32_t id = made_.Find(key);
   if (id >= 0) return id;
-  id = pool->Add(state, parent);
+  id =
+      from >= 0 ? pool->AddLike(state, parent, from) : pool->Add(state, parent);
+  if (start >= 0 && pool->tracking()) pool->side(id).start = start;
   made_.Insert(key, id);
+  return id;
+}
+
+int32_t Stepper::Record(StackPool* pool, int32_t frame) {
+  // Keyed apart from Intern's (no state is -3); several stacks ending one
+  // value into the same frame share its record.
+  constexpr int32_t kSeen = -2;
+  const uint64_t made_key =
+      (uint64_t{0xFFFFFFFDu} << 32) | static_cast<uint32_t>(frame);
+  const int32_t made = made_.Find(made_key);
+  if (made >= 0) return made;
+  if (made == kSeen) return -1;
+  const size_t start =
+      std::min(text_.size(), static_cast<size_t>(pool->side(frame).start));
+  key_.clear();
+  AppendJsonValueKey(std::string_view(text_).substr(start), &key_);
+  const uint64_t hash = std::hash<std::string_view>()(key_);
+  for (int32_t r = pool->side(frame).seen; r >= 0; r = pool->side(r).prev) {
+    if (pool->side(r).hash == hash && pool->key(r) == key_) {
+      made_.Insert(made_key, kSeen);
+      return -1;
+    }
+  }
+  const int32_t id = pool->AddRecord(frame, hash, key_);
+  made_.Insert(made_key, id);
   return id;
 }
 
@@ -70,6 +102,11 @@ bool Stepper::CloseChain(StackPool* pool_in, int32_t seed,
     if (pda.HasBytes(node.state)) scan->push_back(id);
     if (id == seed) after_seed = scan->size();
     if (!pda.IsFinal(node.state)) break;
+    // A value ending depends on the text: the general walk records it.
+    if (pool.tracking() && node.parent >= 0 &&
+        pda.IsDistinct(pda.StateRule(node.state))) {
+      return false;
+    }
     id = node.parent;
   }
   const int32_t parent = seed >= 0 ? pool[seed].parent : -1;
@@ -141,14 +178,26 @@ CloseFlags Stepper::Close(StackPool* pool_in, const int32_t* seeds, size_t n,
       scan->push_back(id);
       if (scan->size() - mark > kMaxScanNodes) return overflowed();
     }
-    if (pda.IsFinal(node.state)) work_.push_back(node.parent);
+    if (pda.IsFinal(node.state)) {
+      if (pool.tracking() && node.parent >= 0 &&
+          pda.IsDistinct(pda.StateRule(node.state))) {
+        const int32_t record = Record(&pool, node.parent);
+        if (record >= 0) work_.push_back(record);
+      } else {
+        work_.push_back(node.parent);
+      }
+    }
     for (const PdaCall* c = pda.CallsBegin(node.state);
          c != pda.CallsEnd(node.state); ++c) {
-      // A tail call returns straight to this node's parent.
-      int32_t ret = pda.IsTail(c->return_state)
-                        ? node.parent
-                        : Intern(&pool, c->return_state, node.parent);
-      work_.push_back(Intern(&pool, pda.RuleStart(c->rule), ret));
+      // A tail call returns straight to this node's parent; a distinct
+      // call always has a frame, where its values are kept.
+      const bool distinct = pda.IsDistinct(c->rule);
+      int32_t ret =
+          pda.IsTailCall(*c)
+              ? node.parent
+              : Intern(&pool, c->return_state, node.parent, id,
+                       distinct ? static_cast<int32_t>(text_.size()) : -1);
+      work_.push_back(Intern(&pool, pda.RuleStart(c->rule), ret, -1));
     }
   }
   made_.Clear();
@@ -166,8 +215,9 @@ CloseFlags Stepper::Step(StackPool* pool, const int32_t* begin,
     if (next == Pda::kDead) return {};
     if (!pda_->IsFinal(next) &&
         pda_->CallsBegin(next) == pda_->CallsEnd(next)) {
-      scan->push_back(next == node.state ? *begin
-                                         : pool->Add(next, node.parent));
+      scan->push_back(next == node.state
+                          ? *begin
+                          : pool->AddLike(next, node.parent, *begin));
       return {};
     }
   }
@@ -180,10 +230,10 @@ CloseFlags Stepper::Step(StackPool* pool, const int32_t* begin,
     // A self-loop keeps the very node: a set that reads a byte back into
     // itself then comes out with the same ids, which callers can detect.
     if (next != Pda::kDead)
-      moves_.push_back({next, node.parent, next == node.state ? *it : -1});
+      moves_.push_back({next, node.parent, next == node.state ? *it : -1, *it});
   }
   auto node_for = [&](const Move& m) {
-    return m.same >= 0 ? m.same : pool->Add(m.state, m.parent);
+    return m.same >= 0 ? m.same : pool->AddLike(m.state, m.parent, m.from);
   };
   if (moves_.size() <= 8) {  // few: deduplicate by comparing
     for (size_t i = 0; i < moves_.size(); ++i) {
@@ -216,6 +266,7 @@ void Stepper::ReadSorted(
     const std::function<void(int32_t, const TokenReach&)>& visit,
     size_t offset) {
   const size_t mark = pool->size();
+  const size_t text_mark = text_.size();
   sorted_sets_.assign(begin, end);
   sorted_levels_.assign(1, {0, mark, {}, false});
   std::string_view prev;  // the token the levels were computed for
@@ -240,9 +291,14 @@ void Stepper::ReadSorted(
       SortedLevel level{
           from_end, pool->size(), {}, sorted_levels_.back().escaped};
       step_out_.clear();
-      level.flags = Step(
-          pool, sorted_sets_.data() + from, sorted_sets_.data() + from_end,
-          static_cast<uint8_t>(bytes[sorted_levels_.size() - 1]), &step_out_);
+      const size_t at = sorted_levels_.size() - 1;
+      if (pool->tracking()) {
+        text_.resize(text_mark + at);
+        text_.push_back(bytes[at]);
+      }
+      level.flags =
+          Step(pool, sorted_sets_.data() + from, sorted_sets_.data() + from_end,
+               static_cast<uint8_t>(bytes[at]), &step_out_);
       level.escaped |= level.flags.open;
       sorted_sets_.insert(sorted_sets_.end(), step_out_.begin(),
                           step_out_.end());
@@ -254,6 +310,7 @@ void Stepper::ReadSorted(
            last.sets_begin < sorted_sets_.size(), last.flags, last.escaped});
   }
   pool->Truncate(mark);
+  text_.resize(text_mark);
 }
 
 }  // namespace grammard::grammar::internal

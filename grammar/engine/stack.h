@@ -9,6 +9,13 @@
 // may end), and a node with calls also stands for each called rule's start.
 // Left recursion is rejected when compiling, so closing always terminates.
 //
+// Distinct rules (Pda::IsDistinct): a pool that tracks them keeps, per node,
+// what its rule's instance has seen (NodeSide): a distinct call's frame notes
+// where the value begins in the text, and when the value ends the frame is
+// copied into a record node holding the value's key (base/json_value_key.h),
+// or, when an earlier record of the same instance holds that key, the stack
+// ends there. The stepper then keeps the text read so far.
+//
 // Two parent values are not nodes: kBottom lies below the root rule (reaching
 // it means the whole text may end here) and kOpen stands for an unknown
 // caller (used when classifying tokens for one state in isolation; reaching
@@ -22,6 +29,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "grammar/engine/pda.h"
@@ -62,35 +71,102 @@ struct ChainMemo {
   int32_t ids[kMaxIds];
 };
 
+// What a node of a tracking pool knows of its rule's instance.
+struct NodeSide {
+  // The instance's latest record (a node), or -1: the values its distinct
+  // calls returned so far, linked through `prev`.
+  int32_t seen = -1;
+  // A distinct call's frame: the text offset its value begins at.
+  int32_t start = -1;
+  // A record: the record before it, its key's hash and place in the pool.
+  int32_t prev = -1;
+  uint64_t hash = 0;
+  uint32_t key_begin = 0, key_end = 0;
+};
+
 // Append-only; truncating to an earlier size undoes later pushes, which is
 // how rollback and depth-first token walks release nodes (and their memos).
 class StackPool {
  public:
+  // From now on keeps a NodeSide per node (see the file comment); clears
+  // the pool.
+  void Track() {
+    Clear();
+    tracking_ = true;
+  }
+  bool tracking() const { return tracking_; }
+
   int32_t Add(int32_t state, int32_t parent) {
     nodes_.push_back({state, parent});
     memos_.emplace_back();
+    if (tracking_) sides_.emplace_back();
     return static_cast<int32_t>(nodes_.size()) - 1;
   }
+  // A node of the same rule instance as node `from`.
+  int32_t AddLike(int32_t state, int32_t parent, int32_t from) {
+    const int32_t seen = tracking_ ? sides_[from].seen : -1;
+    const int32_t id = Add(state, parent);
+    if (tracking_) sides_[id].seen = seen;
+    return id;
+  }
+  // A record of `frame`'s instance holding `key`.
+  int32_t AddRecord(int32_t frame, uint64_t hash, std::string_view key) {
+    const StackNode node = nodes_[frame];
+    const int32_t prev = sides_[frame].seen;
+    const int32_t id = Add(node.state, node.parent);
+    NodeSide& side = sides_[id];
+    side.seen = id;
+    side.prev = prev;
+    side.hash = hash;
+    side.key_begin = static_cast<uint32_t>(keys_.size());
+    keys_.append(key);
+    side.key_end = static_cast<uint32_t>(keys_.size());
+    records_.push_back(id);
+    return id;
+  }
+  NodeSide& side(int32_t id) { return sides_[id]; }
+  const NodeSide& side(int32_t id) const { return sides_[id]; }
+  std::string_view key(int32_t record) const {
+    const NodeSide& side = sides_[record];
+    return std::string_view(keys_).substr(side.key_begin,
+                                          side.key_end - side.key_begin);
+  }
+
   const StackNode& operator[](int32_t id) const { return nodes_[id]; }
   ChainMemo& memo(int32_t id) { return memos_[id]; }
   size_t size() const { return nodes_.size(); }
   void Truncate(size_t size) {
     nodes_.resize(size);
     memos_.resize(size);
+    if (!tracking_) return;
+    sides_.resize(size);
+    while (!records_.empty() && static_cast<size_t>(records_.back()) >= size) {
+      records_.pop_back();
+    }
+    keys_.resize(records_.empty() ? 0 : sides_[records_.back()].key_end);
   }
   void Clear() {
     nodes_.clear();
     memos_.clear();
+    sides_.clear();
+    records_.clear();
+    keys_.clear();
   }
   // What the pool holds, by capacity.
   size_t MemoryBytes() const {
     return nodes_.capacity() * sizeof(StackNode) +
-           memos_.capacity() * sizeof(ChainMemo);
+           memos_.capacity() * sizeof(ChainMemo) +
+           sides_.capacity() * sizeof(NodeSide) +
+           records_.capacity() * sizeof(int32_t) + keys_.capacity();
   }
 
  private:
   std::vector<StackNode> nodes_;
   std::vector<ChainMemo> memos_;
+  bool tracking_ = false;
+  std::vector<NodeSide> sides_;   // per node while tracking
+  std::vector<int32_t> records_;  // record nodes, ascending
+  std::string keys_;              // their keys, in the same order
 };
 
 // A hash map from 64-bit keys to ids, emptied in O(1) by a generation
@@ -134,6 +210,12 @@ class Stepper {
  public:
   explicit Stepper(const Pda& pda) : pda_(&pda) {}
 
+  // The text read so far, which a tracking pool's values are cut from: its
+  // owner appends each byte before stepping it and truncates on rollback;
+  // ReadSorted appends its tokens' bytes and takes them off again.
+  std::string& text() { return text_; }
+  const std::string& text() const { return text_; }
+
   // Closes `seeds` (node ids, or kBottom / kOpen) into scan nodes appended to
   // `scan`, deduplicated; returns what else was reached. Past kMaxScanNodes
   // it appends nothing and returns only `overflow`.
@@ -173,17 +255,26 @@ class Stepper {
   // appended, at the first call on the way.
   bool CloseChain(StackPool* pool, int32_t seed, std::vector<int32_t>* scan,
                   CloseFlags* flags);
-  // The node (state, parent) made during the current step, or a new one.
-  int32_t Intern(StackPool* pool, int32_t state, int32_t parent);
+  // The node (state, parent) made during the current step, or a new one
+  // of the instance of node `from` (a frame of a distinct call when
+  // `start` >= 0) or, with `from` -1, a new instance.
+  int32_t Intern(StackPool* pool, int32_t state, int32_t parent, int32_t from,
+                 int32_t start = -1);
+  // The record of a value of `frame`'s distinct call ending here, or -1
+  // when the instance has seen that value (see the file comment).
+  int32_t Record(StackPool* pool, int32_t frame);
 
   const Pda* pda_;
   StampedMap made_;  // (state, parent) -> node made in the current step
   StampedMap seen_;  // node ids already closed in the current Close
   std::vector<int32_t> work_;
   std::vector<int32_t> seeds_;
+  std::string text_;
+  std::string key_;  // Record's scratch
   struct Move {
     int32_t state, parent;
     int32_t same;  // the moving node when it loops to its own state, or -1
+    int32_t from;  // the moving node
   };
   std::vector<Move> moves_;
   std::vector<int32_t> step_out_;  // ReadSorted's step results

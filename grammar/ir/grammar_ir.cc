@@ -544,6 +544,10 @@ absl::Status Grammar::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("invalid grammar: root rule ", root, " is out of range"));
   }
+  if (rules[root].distinct) {
+    return absl::InvalidArgumentError(
+        "invalid grammar: the root rule cannot be distinct (no rule calls it)");
+  }
   std::set<std::string_view> names;
   for (const Rule& rule : rules) {
     if (!IsValidRuleName(rule.name)) {
@@ -578,6 +582,7 @@ bool StructurallyEqual(const Grammar& a, const Grammar& b) {
   if (a.root != b.root || a.rules.size() != b.rules.size()) return false;
   for (size_t i = 0; i < a.rules.size(); ++i) {
     if (a.rules[i].name != b.rules[i].name) return false;
+    if (a.rules[i].distinct != b.rules[i].distinct) return false;
     if (!ExprsEqual(a, a.rules[i].body, b, b.rules[i].body)) return false;
   }
   return true;

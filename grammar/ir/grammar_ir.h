@@ -105,6 +105,15 @@ struct Rule {
   std::string name;
   // Index into Grammar::exprs; -1 only while a builder has yet to set it.
   int32_t body = -1;
+  // The values this rule matches within one instance of a calling rule must
+  // differ as JSON values (base/json_value_key.h): JSON Schema's uniqueItems
+  // over items no grammar can list. A matcher keeps each instance's values
+  // (engine/stack.h); neither this rule nor the rules that call it are copied
+  // into their callers. Such a rule must never leave a value with finitely
+  // many ways to go on (a string without maxLength may always grow), or a
+  // sequence could run out of distinct values midway; the compiler refuses
+  // one that might. ToString does not print it.
+  bool distinct = false;
 };
 
 // See the file comment. A passive value: the Add* helpers only append, and

@@ -181,7 +181,8 @@ Grammar MergeEqualRules(Grammar grammar) {
   int64_t work = 0;
   std::vector<int32_t> stack;
   for (int32_t r = 0; r < n; ++r) {
-    cls[r] = shape[grammar.rules[r].body];
+    // A distinct rule is never one with a plain rule.
+    cls[r] = 2 * shape[grammar.rules[r].body] + grammar.rules[r].distinct;
     // The tree, not the DAG: shared children are walked once per parent, so
     // that equal lists mean references at equal places.
     stack.assign({grammar.rules[r].body});

@@ -181,7 +181,8 @@ absl::StatusOr<Grammar> LowerToBytes(const Grammar& grammar,
     }
   }
   for (const Rule& rule : grammar.rules) {
-    out.AddRule(rule.name, new_index[rule.body]);
+    out.rules[out.AddRule(rule.name, new_index[rule.body])].distinct =
+        rule.distinct;
   }
   out.root = grammar.root;
   GRAMMARD_RETURN_IF_ERROR(CheckSizeLimit(out, limits));

@@ -16,7 +16,10 @@
 // propertyNames, min/maxProperties, dependentRequired, dependentSchemas,
 // items/prefixItems/additionalItems, min/maxItems, contains with
 // min/maxContains (up to four on one array, counted together), uniqueItems
-// among listed values, allOf, anyOf, oneOf
+// among listed values (in the grammar) and among values that can always
+// grow (strings without maxLength, pattern or format, objects open to more
+// members, arrays without maxItems: kept apart by the matcher at run time,
+// see grammar_ir.h's Rule::distinct), allOf, anyOf, oneOf
 // (exact when the branches are provably disjoint, else as "this branch and
 // not the others"), not and if/then/else where the negation is expressible,
 // $ref to $defs, definitions, JSON pointers, $anchor and $id, including
@@ -27,9 +30,10 @@
 // and content keywords of later drafts, are annotations). Annotations (title,
 // description, default, examples, ...) and unknown keywords are ignored, as the
 // specification says. Not enforced (strict mode refuses them): uniqueItems over
-// unlisted values, the regex, idn-email and idn-hostname formats, draft 7's
-// contentMediaType application/json, multipleOf and lengths whose automata grow
-// too large, $recursiveRef, meta-schemas other than json-schema.org's.
+// other values (numbers, closed objects, ...), the regex, idn-email and
+// idn-hostname formats, draft 7's contentMediaType application/json, multipleOf
+// and lengths whose automata grow too large, $recursiveRef, meta-schemas other
+// than json-schema.org's.
 //
 // The policy is never silent. In strict mode (the default) a keyword that
 // cannot be enforced exactly is an InvalidArgument error naming the keyword

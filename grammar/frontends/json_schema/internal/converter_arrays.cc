@@ -17,7 +17,16 @@ const Json& StaticValue(int which) {
 
 }  // namespace
 
-absl::StatusOr<int32_t> Converter::ArrayExpr(const ArrayC& a, int depth) {
+absl::StatusOr<int32_t> Converter::ArrayExpr(const ArrayC& a, int depth,
+                                             bool distinct) {
+  // A distinct item is a call of a rule of its own, marked so.
+  auto item = [&](const TermSet& ts) {
+    const int32_t value = ValueRef(ts, depth + 1);
+    if (!distinct) return value;
+    const int32_t rule = e_.NewRule("distinct_item", value);
+    e_.g().rules[rule].distinct = true;
+    return e_.Ref(rule);
+  };
   int64_t max_items = a.max_items;
   // Past the prefix, a `false` rest schema ends the array.
   if (IsFalseSet(a.rest)) {
@@ -62,8 +71,8 @@ absl::StatusOr<int32_t> Converter::ArrayExpr(const ArrayC& a, int depth) {
         static_cast<int32_t>(std::max<int64_t>(0, b.min_items - i));
     const int32_t hi =
         max_items < 0 ? kUnbounded : static_cast<int32_t>(max_items - i);
-    return e_.g().AddRepeat(
-        e_.Seq({e_.ItemSeparator(depth), ValueRef(b.rest, depth + 1)}), lo, hi);
+    return e_.g().AddRepeat(e_.Seq({e_.ItemSeparator(depth), item(b.rest)}), lo,
+                            hi);
   };
   int32_t tail = rest_items(std::max<int64_t>(p, 1));
   for (int64_t i = p - 1; i >= 1; --i) {
@@ -71,8 +80,8 @@ absl::StatusOr<int32_t> Converter::ArrayExpr(const ArrayC& a, int depth) {
       tail = e_.Bytes("");
       continue;
     }
-    const int32_t x = e_.Seq(
-        {e_.ItemSeparator(depth), ValueRef(b.prefix[i], depth + 1), tail});
+    const int32_t x =
+        e_.Seq({e_.ItemSeparator(depth), item(b.prefix[i]), tail});
     tail = i >= b.min_items ? e_.Alt({e_.Bytes(""), x}) : x;
     // A rule now and then keeps long tuples from nesting past the
     // grammar's depth limit.
@@ -80,12 +89,56 @@ absl::StatusOr<int32_t> Converter::ArrayExpr(const ArrayC& a, int depth) {
   }
   int32_t nonempty = e_.Nothing();
   if (max_items != 0) {
-    nonempty =
-        e_.Seq({e_.Open('[', depth), ValueRef(ItemTerms(b, 0), depth + 1), tail,
-                e_.Close(']', depth)});
+    nonempty = e_.Seq({e_.Open('[', depth), item(ItemTerms(b, 0)), tail,
+                       e_.Close(']', depth)});
   }
-  return e_.Alt(
-      {b.min_items == 0 ? e_.Empty('[', ']') : e_.Nothing(), nonempty});
+  const int32_t array =
+      e_.Alt({b.min_items == 0 ? e_.Empty('[', ']') : e_.Nothing(), nonempty});
+  // The array's own rule: its frames are where the items seen are kept.
+  return distinct ? e_.Ref(e_.NewRule("distinct_items", array)) : array;
+}
+
+absl::StatusOr<bool> Converter::EndlessValues(const TermSet& ts) {
+  if (ts.empty() || IsFalseSet(ts)) return false;
+  absl::StatusOr<Dnf> d = ExpandSet(ts);
+  if (!d.ok()) return d.status();
+  for (const Alt& alt : *d) {
+    absl::StatusOr<const SimpleSchema*> merged = Merge(alt);
+    if (!merged.ok()) return merged.status();
+    const SimpleSchema& m = **merged;
+    if (m.has_values || (m.types & (kNullT | kBoolT | kNumT)) != 0) {
+      return false;
+    }
+    if ((m.types & kStrT) &&
+        (m.string.max_len >= 0 || !m.string.must.empty() ||
+         !m.string.must_not.empty() || !m.string.excluded.empty())) {
+      return false;
+    }
+    if (m.types & kArrT) {
+      const ArrayC& a = m.array;
+      bool prefix_false = false;
+      for (const TermSet& p : a.prefix) prefix_false |= IsFalseSet(p);
+      if (a.max_items >= 0 || IsFalseSet(a.rest) || prefix_false ||
+          !a.contains.empty()) {
+        return false;
+      }
+      // Unique items of their own: one more needs a value not seen yet.
+      if (a.unique) {
+        for (size_t i = 0; i <= a.prefix.size(); ++i) {
+          absl::StatusOr<bool> e = EndlessValues(ItemTerms(a, i));
+          if (!e.ok() || !*e) return e;
+        }
+      }
+    }
+    if (m.types & kObjT) {
+      const ObjectC& o = m.object;
+      if (o.max_props >= 0 || !o.names.empty()) return false;
+      for (const KeyRule& k : o.rules) {
+        if (k.has_additional && !k.additional.empty()) return false;
+      }
+    }
+  }
+  return true;
 }
 
 absl::StatusOr<int32_t> Converter::ContainsArray(const ArrayC& a, int depth) {
@@ -247,6 +300,28 @@ absl::StatusOr<std::optional<std::vector<const Json*>>> Converter::FiniteValues(
   return Out(std::vector<const Json*>(values.begin(), values.end()));
 }
 
+absl::StatusOr<int32_t> Converter::DistinctOrPlain(const ArrayC& a, int depth) {
+  ArrayC plain = a;
+  plain.unique = false;
+  bool endless = true;
+  for (size_t i = 0; i <= a.prefix.size() && endless; ++i) {
+    const TermSet& ts = ItemTerms(a, i);
+    if (i == a.prefix.size() && IsFalseSet(ts)) break;
+    absl::StatusOr<bool> e = EndlessValues(ts);
+    if (!e.ok()) return e.status();
+    endless = *e;
+  }
+  if (endless) return ArrayExpr(plain, depth, /*distinct=*/true);
+  GRAMMARD_RETURN_IF_ERROR(Unsupported(
+      a.unique_loc, "uniqueItems",
+      absl::StrCat("unique items are enforced among at most ", kMaxUniqueValues,
+                   " listed values (enum, const, booleans, null), or among "
+                   "values that can always grow (strings without maxLength, "
+                   "pattern or format; objects open to more members; arrays "
+                   "without maxItems)")));
+  return ArrayExpr(plain, depth);
+}
+
 absl::StatusOr<int32_t> Converter::UniqueArray(const ArrayC& a, int depth) {
   // Unique items are decidable when every position allows a few listed
   // values: the grammar then tracks the set of values used so far.
@@ -259,25 +334,12 @@ absl::StatusOr<int32_t> Converter::UniqueArray(const ArrayC& a, int depth) {
     absl::StatusOr<std::optional<std::vector<const Json*>>> v =
         FiniteValues(ts);
     if (!v.ok()) return v.status();
-    if (!*v) {
-      GRAMMARD_RETURN_IF_ERROR(Unsupported(
-          a.unique_loc, "uniqueItems",
-          "unique items are enforced only among listed values (enum, "
-          "const, booleans, null)"));
-      ArrayC plain = a;
-      plain.unique = false;
-      return ArrayExpr(plain, depth);
-    }
+    if (!*v) return DistinctOrPlain(a, depth);
     allowed[i] = **v;
     for (const Json* x : **v) all.Add(x);
   }
   if (all.size() > static_cast<size_t>(kMaxUniqueValues)) {
-    GRAMMARD_RETURN_IF_ERROR(Unsupported(
-        a.unique_loc, "uniqueItems",
-        absl::StrCat("more than ", kMaxUniqueValues, " values to keep apart")));
-    ArrayC plain = a;
-    plain.unique = false;
-    return ArrayExpr(plain, depth);
+    return DistinctOrPlain(a, depth);
   }
   auto index_of = [&](const Json* v) {
     const Json* listed = all.Find(*v);

@@ -373,9 +373,25 @@ class Converter {
   absl::StatusOr<int32_t> EmitAlt(const SimpleSchema& s, int depth);
   absl::StatusOr<int32_t> NumberExpr(const SimpleSchema& s);
   absl::StatusOr<int32_t> StringExpr(const SimpleSchema& s);
-  absl::StatusOr<int32_t> ArrayExpr(const ArrayC& a, int depth);
+  // With `distinct`, each item is a call of a distinct rule (grammar_ir.h)
+  // and the array a rule of its own, whose frames keep the items apart at
+  // run time.
+  absl::StatusOr<int32_t> ArrayExpr(const ArrayC& a, int depth,
+                                    bool distinct = false);
   absl::StatusOr<int32_t> ContainsArray(const ArrayC& a, int depth);
   absl::StatusOr<int32_t> UniqueArray(const ArrayC& a, int depth);
+  // An array of unique items that are not few listed values: kept distinct
+  // at run time where EndlessValues allows, else refused (or, leniently,
+  // not unique).
+  absl::StatusOr<int32_t> DistinctOrPlain(const ArrayC& a, int depth);
+  // Whether every value in the making under `ts` can still become infinitely
+  // many distinct values, which keeping items distinct at run time needs
+  // (engine/distinct_values.h): strings with no upper length, pattern or
+  // format may always grow, objects that take any further member and arrays
+  // of any length may always take one more. Numbers cannot (`0e` is zero
+  // whatever follows, an integer's `1.0` only ever one), nor null, booleans
+  // or listed values.
+  absl::StatusOr<bool> EndlessValues(const TermSet& ts);
   // Every value `ts` allows, when they are few and listed (enum, const,
   // null, booleans); nullopt otherwise.
   absl::StatusOr<std::optional<std::vector<const Json*>>> FiniteValues(

@@ -1,0 +1,236 @@
+#include "grammar/engine/distinct_values.h"
+
+#include <array>
+
+#include "absl/strings/str_cat.h"
+#include "grammar/base/scc.h"
+
+namespace grammard::grammar::internal {
+namespace {
+
+// Per state: whether the state's rule can end from it (productive), and
+// whether it can in infinitely many ways (endless), for the rules inside
+// distinct values (the others stay false).
+struct Completions {
+  std::vector<uint8_t> productive, endless;
+};
+
+Completions Analyze(const Pda& pda) {
+  const int32_t n = pda.num_states();
+  Completions out;
+  out.productive.assign(n, 0);
+  out.endless.assign(n, 0);
+  auto inside = [&](int32_t s) { return pda.InsideDistinct(pda.StateRule(s)); };
+  // Predecessors by byte moves, and per rule the calls into it.
+  std::vector<std::vector<int32_t>> preds(n);
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> calls_of(
+      pda.num_rules());  // (calling state, return state)
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> calls_to(
+      n);  // per return state: (calling state, rule called)
+  for (int32_t s = 0; s < n; ++s) {
+    if (!inside(s)) continue;
+    int32_t last = -2;
+    for (int32_t c = 0; c < pda.num_byte_classes(); ++c) {
+      const int32_t t = pda.Next(s, pda.ClassByte(c));
+      if (t != Pda::kDead && t != last) preds[t].push_back(s);
+      last = t;
+    }
+    for (const PdaCall* c = pda.CallsBegin(s); c != pda.CallsEnd(s); ++c) {
+      calls_of[c->rule].push_back({s, c->return_state});
+      calls_to[c->return_state].push_back({s, c->rule});
+    }
+  }
+  auto start_of = [&](int32_t s) { return pda.RuleStart(pda.StateRule(s)); };
+  // Productive: reverse search from final states; a call edge counts once
+  // both the callee's start and the return state are productive.
+  std::vector<int32_t> work;
+  auto mark = [&](std::vector<uint8_t>* flags, int32_t s) {
+    if (!(*flags)[s]) {
+      (*flags)[s] = 1;
+      work.push_back(s);
+    }
+  };
+  for (int32_t s = 0; s < n; ++s) {
+    if (inside(s) && pda.IsFinal(s)) mark(&out.productive, s);
+  }
+  // Return states make their callers productive once the callee's start
+  // is; calls are few, so they are re-checked until nothing changes.
+  for (;;) {
+    while (!work.empty()) {
+      const int32_t s = work.back();
+      work.pop_back();
+      for (int32_t p : preds[s]) mark(&out.productive, p);
+    }
+    for (int32_t r = 0; r < pda.num_rules(); ++r) {
+      if (!out.productive[pda.RuleStart(r)]) continue;
+      for (const auto& [p, ret] : calls_of[r]) {
+        if (out.productive[ret]) mark(&out.productive, p);
+      }
+    }
+    if (work.empty()) break;
+  }
+  // Endless: a cycle among productive states (bytes or calls), a call into
+  // a rule that is endless, or a path to either. Rules that reach
+  // themselves by calls are endless (left recursion is refused, so each
+  // round reads bytes).
+  std::vector<int32_t> begin(n + 1, 0), targets;
+  for (int32_t s = 0; s < n; ++s) {
+    begin[s] = static_cast<int32_t>(targets.size());
+    if (!out.productive[s]) continue;
+    int32_t last = -2;
+    for (int32_t c = 0; c < pda.num_byte_classes(); ++c) {
+      const int32_t t = pda.Next(s, pda.ClassByte(c));
+      if (t != Pda::kDead && t != last && out.productive[t]) {
+        targets.push_back(t);
+      }
+      last = t;
+    }
+    for (const PdaCall* c = pda.CallsBegin(s); c != pda.CallsEnd(s); ++c) {
+      if (out.productive[pda.RuleStart(c->rule)] &&
+          out.productive[c->return_state]) {
+        targets.push_back(c->return_state);
+      }
+    }
+  }
+  begin[n] = static_cast<int32_t>(targets.size());
+  const Components states = StronglyConnected(begin, targets);
+  for (int32_t s = 0; s < n; ++s) {
+    bool loops = states.size[states.of[s]] > 1;
+    for (int32_t k = begin[s]; k < begin[s + 1] && !loops; ++k) {
+      loops = targets[k] == s;
+    }
+    if (loops) mark(&out.endless, s);
+  }
+  // The call graph among productive rules.
+  const int32_t rules = pda.num_rules();
+  std::vector<int32_t> rbegin(rules + 1, 0), rtargets;
+  std::vector<std::vector<int32_t>> callees(rules);
+  for (int32_t s = 0; s < n; ++s) {
+    if (!out.productive[s]) continue;
+    for (const PdaCall* c = pda.CallsBegin(s); c != pda.CallsEnd(s); ++c) {
+      if (out.productive[pda.RuleStart(c->rule)] &&
+          out.productive[c->return_state]) {
+        callees[pda.StateRule(s)].push_back(c->rule);
+      }
+    }
+  }
+  for (int32_t r = 0; r < rules; ++r) {
+    rbegin[r] = static_cast<int32_t>(rtargets.size());
+    rtargets.insert(rtargets.end(), callees[r].begin(), callees[r].end());
+  }
+  rbegin[rules] = static_cast<int32_t>(rtargets.size());
+  const Components calls = StronglyConnected(rbegin, rtargets);
+  std::vector<uint8_t> rule_endless(rules, 0);
+  auto rule_is_endless = [&](int32_t r) {
+    if (rule_endless[r]) return;
+    rule_endless[r] = 1;
+    for (const auto& [p, ret] : calls_of[r]) {
+      if (out.productive[p] && out.productive[ret]) mark(&out.endless, p);
+    }
+  };
+  for (int32_t r = 0; r < rules; ++r) {
+    bool recursive = calls.size[calls.of[r]] > 1;
+    for (int32_t t : callees[r]) recursive = recursive || t == r;
+    if (recursive && out.productive[pda.RuleStart(r)]) rule_is_endless(r);
+  }
+  while (!work.empty()) {
+    const int32_t s = work.back();
+    work.pop_back();
+    for (int32_t p : preds[s]) {
+      if (out.productive[p]) mark(&out.endless, p);
+    }
+    for (const auto& [p, rule] : calls_to[s]) {
+      if (out.productive[p] && out.productive[pda.RuleStart(rule)]) {
+        mark(&out.endless, p);
+      }
+    }
+    // A rule whose start is endless makes its callers endless too.
+    if (s == start_of(s)) rule_is_endless(pda.StateRule(s));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::Status CheckDistinctValuesEndless(const Pda& pda) {
+  if (!pda.has_distinct()) return absl::OkStatus();
+  const Completions c = Analyze(pda);
+  // Rules a stack inside a value may hold with only finitely many
+  // completions below: from each distinct rule, through calls whose return
+  // state is not endless.
+  std::vector<std::vector<int32_t>> states_of(pda.num_rules());
+  for (int32_t s = 0; s < pda.num_states(); ++s) {
+    if (c.productive[s]) states_of[pda.StateRule(s)].push_back(s);
+  }
+  std::vector<int32_t> seen(pda.num_rules(), -1), work;
+  for (int32_t value = 0; value < pda.num_rules(); ++value) {
+    if (!pda.IsDistinct(value)) continue;
+    work.assign({value});
+    seen[value] = value;
+    while (!work.empty()) {
+      const int32_t r = work.back();
+      work.pop_back();
+      for (int32_t s : states_of[r]) {
+        if (pda.HasBytes(s) && !c.endless[s]) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "the values of distinct rule '", pda.RuleName(value),
+              "' may run out of distinct endings (inside rule '",
+              pda.RuleName(r),
+              "' a value in the making can end in finitely many ways)"));
+        }
+        for (const PdaCall* k = pda.CallsBegin(s); k != pda.CallsEnd(s); ++k) {
+          const bool finite_below =
+              pda.IsTailCall(*k) || !c.endless[k->return_state];
+          if (finite_below && seen[k->rule] != value) {
+            seen[k->rule] = value;
+            work.push_back(k->rule);
+          }
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<int32_t> TokensThatMayEndValues(const Pda& pda,
+                                            const TokenIndex& index) {
+  std::vector<int32_t> out;
+  if (!pda.has_distinct()) return out;
+  // Rules whose end may end a value: the distinct rules, and the rules
+  // called from them (or from such rules) into a state that may end.
+  std::vector<uint8_t> ends(pda.num_rules(), 0);
+  for (int32_t r = 0; r < pda.num_rules(); ++r) ends[r] = pda.IsDistinct(r);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int32_t s = 0; s < pda.num_states(); ++s) {
+      if (!ends[pda.StateRule(s)]) continue;
+      for (const PdaCall* c = pda.CallsBegin(s); c != pda.CallsEnd(s); ++c) {
+        if (!ends[c->rule] && pda.IsFinal(c->return_state)) {
+          ends[c->rule] = 1;
+          changed = true;
+        }
+      }
+    }
+  }
+  std::array<bool, 256> ending{};
+  for (int32_t s = 0; s < pda.num_states(); ++s) {
+    if (!pda.InsideDistinct(pda.StateRule(s))) continue;
+    for (int b = 0; b < 256; ++b) {
+      const int32_t t = pda.Next(s, static_cast<uint8_t>(b));
+      if (t != Pda::kDead && pda.IsFinal(t) && ends[pda.StateRule(t)]) {
+        ending[b] = true;
+      }
+    }
+  }
+  for (int32_t i = 0; i < index.size(); ++i) {
+    for (char ch : index.bytes(i)) {
+      if (ending[static_cast<uint8_t>(ch)]) {
+        out.push_back(index.id(i));
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace grammard::grammar::internal

@@ -1,0 +1,47 @@
+// What a compiled grammar with distinct rules (Pda::IsDistinct) needs beyond
+// its automata: a check that its values can always be kept apart, and the
+// tokens whose masks a matcher reads for real inside such values.
+//
+// A matcher drops a stack the moment a distinct value ends equal to one its
+// frame has seen (stack.h). That keeps the language exact, and the mask exact
+// too, as long as no value in the making can run out of distinct endings:
+// `"ab` may still become "ab", "abc", "abd", ... but `tru` only `true`, so
+// after [true, the token `tru` would lead nowhere. Hence the check: every
+// stack inside a value (each state that reads bytes, with the frames below
+// it down to the value's rule) must have infinitely many completions. That
+// counts texts, not values: `0e` has infinitely many endings that are all
+// zero, and whitespace spells one object many ways. So the check is
+// necessary, not sufficient; the front end admits only values that can
+// always become new ones (json_schema's EndlessValues) and this catches
+// the rest.
+//
+// Cost: O(states + calls + byte moves) for both. Thread-safety: pure
+// functions of immutable inputs.
+#ifndef GRAMMARD_GRAMMAR_ENGINE_DISTINCT_VALUES_H_
+#define GRAMMARD_GRAMMAR_ENGINE_DISTINCT_VALUES_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "grammar/engine/pda.h"
+#include "grammar/engine/token_index.h"
+
+namespace grammard::grammar::internal {
+
+// InvalidArgument naming the distinct rule and the state's rule when some
+// stack inside one of its values has finitely many completions; OK when the
+// Pda has no distinct rules.
+absl::Status CheckDistinctValuesEndless(const Pda& pda);
+
+// The tokens, in the index's byte order, holding a byte that may end a
+// distinct value (a string's closing quote, an object's brace, a digit):
+// only they can end one, so only they need reading for real where the
+// mask's tables cannot know which values were seen. Empty without distinct
+// rules. O(states x 256 + calls x rounds + vocabulary bytes).
+std::vector<int32_t> TokensThatMayEndValues(const Pda& pda,
+                                            const TokenIndex& index);
+
+}  // namespace grammard::grammar::internal
+
+#endif  // GRAMMARD_GRAMMAR_ENGINE_DISTINCT_VALUES_H_
