@@ -99,6 +99,8 @@ TEST(DistinctItems, ItemsThatMayRunOutAreRefused) {
   for (const char* items :
        {R"({"type":"integer"})", R"({"type":"number"})",
         R"({"type":"string","maxLength":3})", R"({"type":"boolean"})",
+        R"({"type":"string","pattern":"^(ab|cd)$"})",
+        R"({"type":"string","format":"date"})",
         R"({"type":"object","additionalProperties":false,
             "properties":{"a":{"type":"string"}}})",
         R"({"type":"array","maxItems":2})"}) {
@@ -195,7 +197,8 @@ TEST(DistinctItems, MasksMatchADirectReading) {
   const Vocabulary& vocab = compiler.vocabulary();
   for (const char* items :
        {R"({"type":"string"})", R"({"type":"string","minLength":2})",
-        R"({"type":"object"})", R"({"type":"array"})",
+        R"({"type":"string","pattern":"^a[bc]+$"})", R"({"type":"object"})",
+        R"({"type":"array"})",
         R"({"anyOf":[{"type":"string"},{"type":"array"}]})"}) {
     const std::string plain_schema =
         std::string(R"({"type":"array","items":)") + items + "}";

@@ -162,6 +162,36 @@ absl::Status CheckDistinctValuesEndless(const Pda& pda) {
   for (int32_t s = 0; s < pda.num_states(); ++s) {
     if (c.productive[s]) states_of[pda.StateRule(s)].push_back(s);
   }
+  // A state with finitely many completions is still fine where a stack
+  // only ever reaches it by a return from a rule whose every end can go on
+  // endlessly: the callee's stack is then there beside it (`"ab` may end
+  // its string, or grow). Per rule, whether its ends all grow; per state,
+  // whether a byte leads into it.
+  std::vector<uint8_t> ends_grow(pda.num_rules(), 1), by_byte(pda.num_states());
+  std::vector<std::vector<int32_t>> returned_from(pda.num_states());
+  for (int32_t s = 0; s < pda.num_states(); ++s) {
+    if (!c.productive[s]) continue;
+    if (pda.IsFinal(s) && !(pda.HasBytes(s) && c.endless[s])) {
+      ends_grow[pda.StateRule(s)] = 0;
+    }
+    for (int b = 0; b < 256; ++b) {
+      const int32_t t = pda.Next(s, static_cast<uint8_t>(b));
+      if (t != Pda::kDead) by_byte[t] = 1;
+    }
+    for (const PdaCall* k = pda.CallsBegin(s); k != pda.CallsEnd(s); ++k) {
+      returned_from[k->return_state].push_back(k->rule);
+    }
+  }
+  auto beside_growing = [&](int32_t s) {
+    if (by_byte[s] || s == pda.RuleStart(pda.StateRule(s)) ||
+        returned_from[s].empty()) {
+      return false;
+    }
+    for (int32_t callee : returned_from[s]) {
+      if (!ends_grow[callee]) return false;
+    }
+    return true;
+  };
   std::vector<int32_t> seen(pda.num_rules(), -1), work;
   for (int32_t value = 0; value < pda.num_rules(); ++value) {
     if (!pda.IsDistinct(value)) continue;
@@ -171,7 +201,7 @@ absl::Status CheckDistinctValuesEndless(const Pda& pda) {
       const int32_t r = work.back();
       work.pop_back();
       for (int32_t s : states_of[r]) {
-        if (pda.HasBytes(s) && !c.endless[s]) {
+        if (pda.HasBytes(s) && !c.endless[s] && !beside_growing(s)) {
           return absl::InvalidArgumentError(absl::StrCat(
               "the values of distinct rule '", pda.RuleName(value),
               "' may run out of distinct endings (inside rule '",

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "grammar/base/refine.h"
+#include "grammar/base/scc.h"
 #include "grammar/base/status_macros.h"
 #include "grammar/frontends/regex/regex_parser.h"
 
@@ -709,6 +710,86 @@ int64_t CodepointCount(std::string_view text) {
     ++n;
   }
   return n;
+}
+
+bool AlwaysGrows(const CharDfa& dfa) {
+  const int32_t n = dfa.num_states();
+  if (n == 0) return false;
+  // Live states: reachable from the start and able to accept.
+  std::vector<std::vector<int32_t>> preds(n);
+  for (int32_t q = 0; q < n; ++q) {
+    for (const CharDfa::Edge& e : dfa.edges[q]) preds[e.to].push_back(q);
+  }
+  std::vector<char> reach(n, 0), accept(n, 0);
+  std::vector<int32_t> work = {0};
+  reach[0] = 1;
+  while (!work.empty()) {
+    const int32_t q = work.back();
+    work.pop_back();
+    for (const CharDfa::Edge& e : dfa.edges[q]) {
+      if (!reach[e.to]) {
+        reach[e.to] = 1;
+        work.push_back(e.to);
+      }
+    }
+  }
+  for (int32_t q = 0; q < n; ++q) {
+    if (dfa.accepting[q] && reach[q]) {
+      accept[q] = 1;
+      work.push_back(q);
+    }
+  }
+  while (!work.empty()) {
+    const int32_t q = work.back();
+    work.pop_back();
+    for (int32_t p : preds[q]) {
+      if (reach[p] && !accept[p]) {
+        accept[p] = 1;
+        work.push_back(p);
+      }
+    }
+  }
+  // Among live states, those on a cycle (an edge of more than one code
+  // point counts as many strings, so a wide edge to an accepting future
+  // is not enough: only cycles give infinitely many), and those that
+  // reach one.
+  std::vector<int32_t> begin(n + 1, 0), targets;
+  for (int32_t q = 0; q < n; ++q) {
+    begin[q] = static_cast<int32_t>(targets.size());
+    if (!accept[q]) continue;
+    for (const CharDfa::Edge& e : dfa.edges[q]) {
+      if (accept[e.to]) targets.push_back(e.to);
+    }
+  }
+  begin[n] = static_cast<int32_t>(targets.size());
+  const internal::Components c = internal::StronglyConnected(begin, targets);
+  std::vector<char> grows(n, 0);
+  for (int32_t q = 0; q < n; ++q) {
+    if (!accept[q]) continue;
+    bool cyclic = c.size[c.of[q]] > 1;
+    for (int32_t k = begin[q]; k < begin[q + 1] && !cyclic; ++k) {
+      cyclic = targets[k] == q;
+    }
+    if (cyclic) {
+      grows[q] = 1;
+      work.push_back(q);
+    }
+  }
+  while (!work.empty()) {
+    const int32_t q = work.back();
+    work.pop_back();
+    for (int32_t p : preds[q]) {
+      if (accept[p] && !grows[p]) {
+        grows[p] = 1;
+        work.push_back(p);
+      }
+    }
+  }
+  if (!accept[0]) return false;
+  for (int32_t q = 0; q < n; ++q) {
+    if (accept[q] && !grows[q]) return false;
+  }
+  return true;
 }
 
 }  // namespace grammard::grammar::json_schema_internal

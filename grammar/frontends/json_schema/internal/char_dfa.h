@@ -154,6 +154,12 @@ bool Matches(const CharDfa& dfa, std::string_view text);
 // A string of the language, shortest first; false when it is empty.
 bool Example(const CharDfa& dfa, std::string* out);
 
+// Whether every prefix of a string of the language goes on into infinitely
+// many strings of it (`[a-z]+` does; `ab|cd` and `x[0-9]{2}` do not): what
+// keeping strings distinct at run time needs (EndlessValues). False for
+// the empty language. O(states + edges).
+bool AlwaysGrows(const CharDfa& dfa);
+
 // The strict UTF-8 helpers of the syntax layer.
 using base::AppendUtf8;
 using base::DecodeUtf8;

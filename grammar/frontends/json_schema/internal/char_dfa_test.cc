@@ -203,5 +203,62 @@ TEST(CharDfaTest, Utf8Helpers) {
   EXPECT_EQ(s, "😀");
 }
 
+TEST(CharDfaTest, AlwaysGrows) {
+  EXPECT_TRUE(AlwaysGrows(FromRegex("[a-z]+")));
+  EXPECT_TRUE(AlwaysGrows(FromRegex("a(b|c)*d*")));
+  EXPECT_FALSE(AlwaysGrows(FromRegex("ab|cd")));
+  EXPECT_FALSE(AlwaysGrows(FromRegex("x[0-9]{2}")));
+  EXPECT_FALSE(AlwaysGrows(FromRegex("a+|b")));  // "b" ends there
+  EXPECT_FALSE(AlwaysGrows(FromRegex("[]")));
+}
+
+// Against brute force over {a, b}: with n states, a prefix goes on into
+// infinitely many strings exactly when it goes on into one more than n
+// characters longer (a longer one repeats a state).
+TEST(CharDfaTest, AlwaysGrowsAgreesWithCountingStrings) {
+  static const char* kPieces[] = {"a",  "b",     "ab",      "(a|b)",   "a*",
+                                  "b+", "(ab)?", "[ab]{2}", "(a|bb)*", "b?"};
+  std::mt19937 rng(5);
+  int grows = 0, checked = 0;
+  for (int round = 0; round < 300 && checked < 60; ++round) {
+    std::string re;
+    for (int k = 0, n = 1 + rng() % 3; k < n; ++k) re += kPieces[rng() % 10];
+    if (rng() % 3 == 0) re += std::string("|") + kPieces[rng() % 10];
+    const CharDfa d = FromRegex(re);
+    const int n = d.num_states();
+    if (n > 7 || d.IsEmpty()) continue;
+    ++checked;
+    const int longest = 6 + n + 1;
+    std::vector<std::string> accepted;
+    std::vector<std::string> level = {""};
+    for (int len = 0; len <= longest; ++len) {
+      std::vector<std::string> next;
+      for (const std::string& w : level) {
+        if (Matches(d, w)) accepted.push_back(w);
+        next.push_back(w + "a");
+        next.push_back(w + "b");
+      }
+      level.swap(next);
+    }
+    bool want = true;
+    for (const std::string& w : accepted) {
+      for (size_t cut = 0; cut <= w.size() && cut <= 6; ++cut) {
+        const std::string p = w.substr(0, cut);
+        bool longer = false;
+        for (const std::string& v : accepted) {
+          longer = longer ||
+                   (v.size() > p.size() + n && v.compare(0, p.size(), p) == 0);
+        }
+        want = want && longer;
+      }
+    }
+    grows += want;
+    EXPECT_EQ(AlwaysGrows(d), want) << re;
+  }
+  EXPECT_GE(checked, 40);
+  EXPECT_GT(grows, 5);
+  EXPECT_LT(grows, checked - 5);
+}
+
 }  // namespace
 }  // namespace grammard::grammar::json_schema_internal

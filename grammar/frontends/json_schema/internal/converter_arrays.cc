@@ -1,3 +1,5 @@
+#include <optional>
+
 #include "grammar/base/status_macros.h"
 #include "grammar/frontends/json_schema/internal/converter_impl.h"
 
@@ -109,10 +111,31 @@ absl::StatusOr<bool> Converter::EndlessValues(const TermSet& ts) {
     if (m.has_values || (m.types & (kNullT | kBoolT | kNumT)) != 0) {
       return false;
     }
-    if ((m.types & kStrT) &&
-        (m.string.max_len >= 0 || !m.string.must.empty() ||
-         !m.string.must_not.empty() || !m.string.excluded.empty())) {
-      return false;
+    if (m.types & kStrT) {
+      const StringC& c = m.string;
+      if (c.max_len >= 0 || !c.must_not.empty()) return false;
+      // Patterns and formats: their automaton must always grow (excluded
+      // strings and a minimum length take finitely many away).
+      std::optional<CharDfa> all;
+      for (const RegexRef& r : c.must) {
+        absl::StatusOr<const CharDfa*> dfa = RegexDfa(r);
+        if (!dfa.ok()) {
+          if (IsDeadline(dfa.status())) return dfa.status();
+          return false;
+        }
+        if (!all) {
+          all = **dfa;
+          continue;
+        }
+        absl::StatusOr<CharDfa> both =
+            json_schema_internal::Intersect(*all, **dfa, opt_.dfa);
+        if (!both.ok()) {
+          if (IsDeadline(both.status())) return both.status();
+          return false;
+        }
+        all = *std::move(both);
+      }
+      if (all && !AlwaysGrows(*all)) return false;
     }
     if (m.types & kArrT) {
       const ArrayC& a = m.array;
