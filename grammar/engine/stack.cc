@@ -65,15 +65,60 @@ int32_t Stepper::Record(StackPool* pool, int32_t frame) {
   key_.clear();
   AppendJsonValueKey(std::string_view(text_).substr(start), &key_);
   const uint64_t hash = std::hash<std::string_view>()(key_);
-  for (int32_t r = pool->side(frame).seen; r >= 0; r = pool->side(r).prev) {
-    if (pool->side(r).hash == hash && pool->key(r) == key_) {
-      made_.Insert(made_key, kSeen);
-      return -1;
-    }
+  if (Seen(pool, pool->side(frame).seen, hash, key_)) {
+    made_.Insert(made_key, kSeen);
+    return -1;
   }
   const int32_t id = pool->AddRecord(frame, hash, key_);
   made_.Insert(made_key, id);
   return id;
+}
+
+bool Stepper::Seen(StackPool* pool, int32_t head, uint64_t hash,
+                   std::string_view key) {
+  auto holds = [&](int32_t r) {
+    return pool->side(r).hash == hash && pool->key(r) == key;
+  };
+  // Records are numbered as made, so those newer than the kept list come
+  // first on the way down to it.
+  constexpr int kMaxNewer = 16;
+  if (seen_pool_ == pool && seen_head_ >= 0 &&
+      pool->low_water() > static_cast<size_t>(seen_head_)) {
+    int32_t r = head;
+    int newer = 0;
+    for (; r > seen_head_ && newer < kMaxNewer; r = pool->side(r).prev) {
+      if (holds(r)) return true;
+      ++newer;
+    }
+    if (r == seen_head_) {
+      auto [it, end] = seen_hashes_.equal_range(hash);
+      for (; it != end; ++it) {
+        if (pool->key(it->second) == key) return true;
+      }
+      return false;
+    }
+  }
+  // Short lists are read as they are; longer ones are kept by hash.
+  int count = 0;
+  for (int32_t r = head; r >= 0 && count <= kMaxNewer; r = pool->side(r).prev) {
+    ++count;
+  }
+  if (count <= kMaxNewer) {
+    for (int32_t r = head; r >= 0; r = pool->side(r).prev) {
+      if (holds(r)) return true;
+    }
+    return false;
+  }
+  seen_hashes_.clear();
+  bool found = false;
+  for (int32_t r = head; r >= 0; r = pool->side(r).prev) {
+    seen_hashes_.emplace(pool->side(r).hash, r);
+    found = found || holds(r);
+  }
+  seen_pool_ = pool;
+  seen_head_ = head;
+  pool->MarkLowWater();
+  return found;
 }
 
 bool Stepper::CloseChain(StackPool* pool_in, int32_t seed,

@@ -27,10 +27,12 @@
 #ifndef GRAMMARD_GRAMMAR_ENGINE_STACK_H_
 #define GRAMMARD_GRAMMAR_ENGINE_STACK_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "grammar/engine/pda.h"
@@ -138,6 +140,7 @@ class StackPool {
   void Truncate(size_t size) {
     nodes_.resize(size);
     memos_.resize(size);
+    low_water_ = std::min(low_water_, size);
     if (!tracking_) return;
     sides_.resize(size);
     while (!records_.empty() && static_cast<size_t>(records_.back()) >= size) {
@@ -145,7 +148,13 @@ class StackPool {
     }
     keys_.resize(records_.empty() ? 0 : sides_[records_.back()].key_end);
   }
+  // The least size Truncate has left since MarkLowWater: nodes below it
+  // are the very ones that were there then (ids are reused past it).
+  void MarkLowWater() { low_water_ = nodes_.size(); }
+  size_t low_water() const { return low_water_; }
+
   void Clear() {
+    low_water_ = 0;
     nodes_.clear();
     memos_.clear();
     sides_.clear();
@@ -164,6 +173,7 @@ class StackPool {
   std::vector<StackNode> nodes_;
   std::vector<ChainMemo> memos_;
   bool tracking_ = false;
+  size_t low_water_ = 0;
   std::vector<NodeSide> sides_;   // per node while tracking
   std::vector<int32_t> records_;  // record nodes, ascending
   std::string keys_;              // their keys, in the same order
@@ -263,6 +273,11 @@ class Stepper {
   // The record of a value of `frame`'s distinct call ending here, or -1
   // when the instance has seen that value (see the file comment).
   int32_t Record(StackPool* pool, int32_t frame);
+  // Whether the records from `head` down hold `key`. The records of the
+  // last list asked about are kept by hash, so a mask that reads many
+  // tokens ending values into one array compares each with O(1) records,
+  // not all the array's.
+  bool Seen(StackPool* pool, int32_t head, uint64_t hash, std::string_view key);
 
   const Pda* pda_;
   StampedMap made_;  // (state, parent) -> node made in the current step
@@ -271,6 +286,11 @@ class Stepper {
   std::vector<int32_t> seeds_;
   std::string text_;
   std::string key_;  // Record's scratch
+  // Seen's records by hash: those from seen_head_ down, in seen_pool_,
+  // valid while that pool's low water stays above seen_head_.
+  const StackPool* seen_pool_ = nullptr;
+  int32_t seen_head_ = -1;
+  std::unordered_multimap<uint64_t, int32_t> seen_hashes_;
   struct Move {
     int32_t state, parent;
     int32_t same;  // the moving node when it loops to its own state, or -1

@@ -27,6 +27,26 @@ void WalkGrammar(const grammar::CompiledGrammar& grammar,
       if (!matcher.Rollback(1).ok()) std::abort();
       continue;
     }
+    if (choices[i] == 0xfe) {
+      // A fork stands where the matcher stands: the same mask, and what
+      // jump-forward forces is accepted there.
+      grammar::GrammarMatcher fork = matcher.Fork();
+      std::vector<uint32_t> forked(mask.size());
+      fork.FillNextTokenMask(forked.data());
+      if (forked != mask) {
+        std::fprintf(stderr, "a fork's mask differs\n");
+        std::abort();
+      }
+      const grammar::ForcedContinuation forced = fork.JumpForward();
+      const absl::Status read = fork.AcceptString(forced.bytes);
+      if (read.code() == absl::StatusCode::kResourceExhausted) return;
+      if (!read.ok()) {
+        std::fprintf(stderr, "forced bytes refused: %s\n",
+                     read.ToString().c_str());
+        std::abort();
+      }
+      continue;
+    }
     // An allowed token must be accepted.
     const absl::Status accepted =
         matcher.AcceptToken(allowed[choices[i] % allowed.size()]);

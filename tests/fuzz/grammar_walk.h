@@ -1,7 +1,9 @@
 // Drives a compiled grammar the way decoding does, for the fuzzers: fill a
 // mask, accept an allowed token chosen by the input's bytes, roll back now
-// and then, until the input or the grammar ends. A live matcher must allow
-// a token, and an allowed token must be accepted.
+// and then (byte 0xff), fork now and then (0xfe: the fork's mask must be
+// the same, and the bytes its JumpForward forces must be accepted), until
+// the input or the grammar ends. A live matcher must allow a token, and an
+// allowed token must be accepted.
 //
 // Cost: a few mask fills per input byte. Thread-safety: a pure function.
 #ifndef GRAMMARD_TESTS_FUZZ_GRAMMAR_WALK_H_

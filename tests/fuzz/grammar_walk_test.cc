@@ -3,9 +3,12 @@
 // to its end.
 #include "tests/fuzz/grammar_walk.h"
 
+#include <random>
 #include <string>
+#include <vector>
 
 #include "grammar/compiler.h"
+#include "grammar/frontends/json_schema/json_schema.h"
 #include "gtest/gtest.h"
 #include "tests/fuzz/fuzz_vocab.h"
 #include "tests/support/paths.h"
@@ -25,6 +28,28 @@ TEST(GrammarWalkTest, EbnfTooAmbiguousStopsTheWalk) {
       [&](std::string_view text, const grammar::CompileOptions& options) {
         return compiler.CompileEbnf(text, "root", options);
       });
+}
+
+// The walk's forks, jump-forwards and rollbacks over the state a matcher
+// keeps for uniqueItems (grammar/distinct_items_test.cc checks the masks).
+TEST(GrammarWalkTest, UniqueItemsForkJumpAndRollBack) {
+  const grammar::GrammarCompiler compiler(FuzzVocabulary());
+  auto converted = grammar::JsonSchemaToGrammar(
+      R"({"type":"array","uniqueItems":true,"items":{"anyOf":[
+          {"type":"string"},{"type":"object"},
+          {"type":"array","uniqueItems":true,"items":{"type":"string"}}]}})");
+  ASSERT_TRUE(converted.ok()) << converted.status();
+  auto compiled = compiler.Compile(std::move(converted->grammar));
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  std::mt19937 rng(3);
+  for (int walk = 0; walk < 200; ++walk) {
+    std::vector<uint8_t> choices(60);
+    for (uint8_t& c : choices) {
+      const uint32_t r = rng() % 16;
+      c = r == 0 ? 0xff : r == 1 ? 0xfe : static_cast<uint8_t>(rng() % 0xfd);
+    }
+    WalkGrammar(*compiled, choices.data(), choices.size());
+  }
 }
 
 }  // namespace
