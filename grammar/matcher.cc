@@ -21,10 +21,9 @@ void GrammarMatcher::Start() {
   scan_.clear();
   history_.clear();
   terminated_ = false;
-  stepper_.text().clear();
   const internal::Pda& pda = grammar_.data().pda;
-  if (pda.has_distinct()) pool_.Track();
-  int32_t root = pool_.Add(pda.RuleStart(pda.root_rule()), kBottom);
+  if (pda.has_distinct()) stepper_.Track();
+  int32_t root = stepper_.Add(&pool_, pda.RuleStart(pda.root_rule()), kBottom);
   internal::CloseFlags flags = stepper_.Close(&pool_, &root, 1, &scan_);
   history_.push_back({0, scan_.size(), pool_.size(), 0, flags.bottom, false});
 }
@@ -34,7 +33,9 @@ void GrammarMatcher::Reset() { Start(); }
 size_t GrammarMatcher::MemoryBytes() const {
   return pool_.MemoryBytes() + scan_.capacity() * sizeof(int32_t) +
          history_.capacity() * sizeof(Position) +
-         (pool_.tracking() ? stepper_.text().capacity() : 0);
+         (stepper_.tracking()
+              ? stepper_.text().capacity() + stepper_.values().MemoryBytes()
+              : 0);
 }
 
 bool GrammarMatcher::CanTerminate() const { return history_.back().can_end; }
@@ -46,7 +47,7 @@ absl::Status GrammarMatcher::Advance(std::string_view bytes) {
   const size_t pool_mark = pool_.size();
   std::string& text = stepper_.text();
   const size_t text_mark = text.size();
-  const bool keep_text = pool_.tracking();
+  const bool keep_text = stepper_.tracking();
   tmp_a_.assign(scan_begin(), scan_end());
   bool can_end = history_.back().can_end;
   for (size_t i = 0; i < bytes.size(); ++i) {
@@ -57,7 +58,7 @@ absl::Status GrammarMatcher::Advance(std::string_view bytes) {
                       static_cast<uint8_t>(bytes[i]), &tmp_b_);
     can_end = flags.bottom;
     if (flags.overflow) {
-      pool_.Truncate(pool_mark);
+      stepper_.Truncate(&pool_, pool_mark);
       text.resize(text_mark);
       return absl::ResourceExhaustedError(
           absl::StrCat("byte ", i, " of ", bytes.size(),
@@ -65,7 +66,7 @@ absl::Status GrammarMatcher::Advance(std::string_view bytes) {
                        internal::kMaxScanNodes, " parse stacks)"));
     }
     if (tmp_b_.empty() && !(can_end && i + 1 == bytes.size())) {
-      pool_.Truncate(pool_mark);
+      stepper_.Truncate(&pool_, pool_mark);
       text.resize(text_mark);
       return absl::InvalidArgumentError(absl::StrCat(
           "byte ", i, " of ", bytes.size(), " is not allowed by the grammar"));
@@ -130,7 +131,7 @@ absl::Status GrammarMatcher::Rollback(int32_t k) {
   history_.resize(history_.size() - k);
   const Position& p = history_.back();
   scan_.resize(p.scan_end);
-  pool_.Truncate(p.pool_size);
+  stepper_.Truncate(&pool_, p.pool_size);
   stepper_.text().resize(p.text_size);
   terminated_ = p.terminated;
   return absl::OkStatus();
@@ -284,7 +285,7 @@ ForcedContinuation GrammarMatcher::JumpForward(size_t max_bytes) {
     }
     if (forced < 0) break;
     tmp_b_.clear();
-    if (pool_.tracking()) text.push_back(static_cast<char>(forced));
+    if (stepper_.tracking()) text.push_back(static_cast<char>(forced));
     internal::CloseFlags flags =
         stepper_.Step(&pool_, tmp_a_.data(), tmp_a_.data() + tmp_a_.size(),
                       static_cast<uint8_t>(forced), &tmp_b_);
@@ -294,7 +295,7 @@ ForcedContinuation GrammarMatcher::JumpForward(size_t max_bytes) {
     can_end = flags.bottom;
     tmp_a_.swap(tmp_b_);
   }
-  pool_.Truncate(pool_mark);
+  stepper_.Truncate(&pool_, pool_mark);
   text.resize(text_mark);
   const internal::TokenIndex& index = *grammar_.data().index;
   for (size_t pos = 0; pos < out.bytes.size();) {
@@ -308,12 +309,13 @@ ForcedContinuation GrammarMatcher::JumpForward(size_t max_bytes) {
 
 GrammarMatcher GrammarMatcher::Fork() const {
   GrammarMatcher copy(grammar_);
-  if (pool_.tracking()) {
+  if (stepper_.tracking()) {
     // Records reach back to values read long ago and their offsets into
     // the text: the whole pool and text are copied.
     const Position& p = history_.back();
     copy.pool_ = pool_;
-    copy.pool_.Truncate(p.pool_size);
+    copy.stepper_.values() = stepper_.values();
+    copy.stepper_.Truncate(&copy.pool_, p.pool_size);
     copy.stepper_.text() = stepper_.text();
     copy.scan_.assign(scan_begin(), scan_end());
     copy.history_.assign(1, {0, copy.scan_.size(), p.pool_size, p.text_size,

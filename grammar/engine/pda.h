@@ -92,16 +92,18 @@ class Pda {
   // A state that only ends its rule (final, no bytes, no calls). A call
   // returning to one is a tail call: the callee returns straight to the
   // caller's own caller, so such frames are never pushed.
-  // Not in a distinct rule, whose values end in a return of their own.
   bool IsTail(int32_t state) const {
     return IsFinal(state) && !HasBytes(state) &&
-           CallsBegin(state) == CallsEnd(state) &&
-           !IsDistinct(StateRule(state));
+           CallsBegin(state) == CallsEnd(state);
   }
   // A call whose frame is never pushed: it returns to a tail state, and
-  // its rule is not distinct (a distinct call's frame keeps its values).
+  // neither its rule nor its caller's is distinct (a distinct call's frame
+  // keeps its values; a distinct rule's values end in a return of their
+  // own).
   bool IsTailCall(const PdaCall& c) const {
-    return IsTail(c.return_state) && !IsDistinct(c.rule);
+    return IsTail(c.return_state) &&
+           (distinct_.empty() ||
+            (!distinct_[c.rule] && !distinct_[StateRule(c.return_state)]));
   }
   // Every state a stack top of `rule` may find right below it: the return
   // states of its calls, seen through tail calls.

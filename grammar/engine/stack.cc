@@ -8,6 +8,27 @@
 
 namespace grammard::grammar::internal {
 
+void ValueLog::AppendRecord(int32_t prev, uint64_t hash, std::string_view key) {
+  NodeSide side;
+  side.seen = static_cast<int32_t>(sides_.size());
+  side.prev = prev;
+  side.hash = hash;
+  side.key_begin = static_cast<uint32_t>(keys_.size());
+  keys_.append(key);
+  side.key_end = static_cast<uint32_t>(keys_.size());
+  records_.push_back(side.seen);
+  sides_.push_back(side);
+}
+
+void ValueLog::Truncate(size_t size) {
+  low_water_ = std::min(low_water_, size);
+  sides_.resize(size);
+  while (!records_.empty() && static_cast<size_t>(records_.back()) >= size) {
+    records_.pop_back();
+  }
+  keys_.resize(records_.empty() ? 0 : sides_[records_.back()].key_end);
+}
+
 void StampedMap::Insert(uint64_t key, int32_t value) {
   if ((size_ + 1) * 2 > slots_.size()) {
     std::vector<Slot> old;
@@ -34,19 +55,38 @@ void StampedMap::Insert(uint64_t key, int32_t value) {
   }
 }
 
-int32_t Stepper::Intern(StackPool* pool, int32_t state, int32_t parent,
-                        int32_t from, int32_t start) {
+int32_t Stepper::Intern(StackPool* pool, int32_t state, int32_t parent) {
   // Equal stacks must be one node, or sets would grow with every ambiguity;
-  // nodes made during one step are the only candidates. (Two nodes of one
-  // state over one parent belong to one instance, which saw one text.)
+  // nodes made during one step are the only candidates.
   const uint64_t key =
       (static_cast<uint64_t>(static_cast<uint32_t>(state)) << 32) |
       static_cast<uint32_t>(parent);
   int32_t id = made_.Find(key);
   if (id >= 0) return id;
-  id =
-      from >= 0 ? pool->AddLike(state, parent, from) : pool->Add(state, parent);
-  if (start >= 0 && pool->tracking()) pool->side(id).start = start;
+  id = pool->Add(state, parent);
+  made_.Insert(key, id);
+  return id;
+}
+
+int32_t Stepper::AddLike(StackPool* pool, int32_t state, int32_t parent,
+                         int32_t from) {
+  NodeSide side;
+  if (from >= 0) side.seen = values_.side(from).seen;
+  values_.Append(side);
+  return pool->Add(state, parent);
+}
+
+int32_t Stepper::InternLike(StackPool* pool, int32_t state, int32_t parent,
+                            int32_t from, int32_t start) {
+  // As Intern: two nodes of one state over one parent belong to one
+  // instance, which saw one text.
+  const uint64_t key =
+      (static_cast<uint64_t>(static_cast<uint32_t>(state)) << 32) |
+      static_cast<uint32_t>(parent);
+  int32_t id = made_.Find(key);
+  if (id >= 0) return id;
+  id = AddLike(pool, state, parent, from);
+  if (start >= 0) values_.side(id).start = start;
   made_.Insert(key, id);
   return id;
 }
@@ -61,66 +101,68 @@ int32_t Stepper::Record(StackPool* pool, int32_t frame) {
   if (made >= 0) return made;
   if (made == kSeen) return -1;
   const size_t start =
-      std::min(text_.size(), static_cast<size_t>(pool->side(frame).start));
+      std::min(text_.size(), static_cast<size_t>(values_.side(frame).start));
   key_.clear();
   AppendJsonValueKey(std::string_view(text_).substr(start), &key_);
   const uint64_t hash = std::hash<std::string_view>()(key_);
-  if (Seen(pool, pool->side(frame).seen, hash, key_)) {
+  if (Seen(values_.side(frame).seen, hash, key_)) {
     made_.Insert(made_key, kSeen);
     return -1;
   }
-  const int32_t id = pool->AddRecord(frame, hash, key_);
+  const StackNode node = (*pool)[frame];
+  values_.AppendRecord(values_.side(frame).seen, hash, key_);
+  const int32_t id = pool->Add(node.state, node.parent);
   made_.Insert(made_key, id);
   return id;
 }
 
-bool Stepper::Seen(StackPool* pool, int32_t head, uint64_t hash,
-                   std::string_view key) {
+bool Stepper::Seen(int32_t head, uint64_t hash, std::string_view key) {
   auto holds = [&](int32_t r) {
-    return pool->side(r).hash == hash && pool->key(r) == key;
+    return values_.side(r).hash == hash && values_.key(r) == key;
   };
   // Records are numbered as made, so those newer than the kept list come
   // first on the way down to it.
   constexpr int kMaxNewer = 16;
-  if (seen_pool_ == pool && seen_head_ >= 0 &&
-      pool->low_water() > static_cast<size_t>(seen_head_)) {
+  if (seen_head_ >= 0 &&
+      values_.low_water() > static_cast<size_t>(seen_head_)) {
     int32_t r = head;
     int newer = 0;
-    for (; r > seen_head_ && newer < kMaxNewer; r = pool->side(r).prev) {
+    for (; r > seen_head_ && newer < kMaxNewer; r = values_.side(r).prev) {
       if (holds(r)) return true;
       ++newer;
     }
     if (r == seen_head_) {
       auto [it, end] = seen_hashes_.equal_range(hash);
       for (; it != end; ++it) {
-        if (pool->key(it->second) == key) return true;
+        if (values_.key(it->second) == key) return true;
       }
       return false;
     }
   }
   // Short lists are read as they are; longer ones are kept by hash.
   int count = 0;
-  for (int32_t r = head; r >= 0 && count <= kMaxNewer; r = pool->side(r).prev) {
+  for (int32_t r = head; r >= 0 && count <= kMaxNewer;
+       r = values_.side(r).prev) {
     ++count;
   }
   if (count <= kMaxNewer) {
-    for (int32_t r = head; r >= 0; r = pool->side(r).prev) {
+    for (int32_t r = head; r >= 0; r = values_.side(r).prev) {
       if (holds(r)) return true;
     }
     return false;
   }
   seen_hashes_.clear();
   bool found = false;
-  for (int32_t r = head; r >= 0; r = pool->side(r).prev) {
-    seen_hashes_.emplace(pool->side(r).hash, r);
+  for (int32_t r = head; r >= 0; r = values_.side(r).prev) {
+    seen_hashes_.emplace(values_.side(r).hash, r);
     found = found || holds(r);
   }
-  seen_pool_ = pool;
   seen_head_ = head;
-  pool->MarkLowWater();
+  values_.MarkLowWater();
   return found;
 }
 
+template <bool kTracking>
 bool Stepper::CloseChain(StackPool* pool_in, int32_t seed,
                          std::vector<int32_t>* scan, CloseFlags* flags) {
   StackPool& pool = *pool_in;
@@ -148,9 +190,10 @@ bool Stepper::CloseChain(StackPool* pool_in, int32_t seed,
     if (id == seed) after_seed = scan->size();
     if (!pda.IsFinal(node.state)) break;
     // A value ending depends on the text: the general walk records it.
-    if (pool.tracking() && node.parent >= 0 &&
-        pda.IsDistinct(pda.StateRule(node.state))) {
-      return false;
+    if constexpr (kTracking) {
+      if (node.parent >= 0 && pda.IsDistinct(pda.StateRule(node.state))) {
+        return false;
+      }
     }
     id = node.parent;
   }
@@ -170,8 +213,15 @@ bool Stepper::CloseChain(StackPool* pool_in, int32_t seed,
   return true;
 }
 
-CloseFlags Stepper::Close(StackPool* pool_in, const int32_t* seeds, size_t n,
+CloseFlags Stepper::Close(StackPool* pool, const int32_t* seeds, size_t n,
                           std::vector<int32_t>* scan) {
+  return tracking_ ? CloseT<true>(pool, seeds, n, scan)
+                   : CloseT<false>(pool, seeds, n, scan);
+}
+
+template <bool kTracking>
+CloseFlags Stepper::CloseT(StackPool* pool_in, const int32_t* seeds, size_t n,
+                           std::vector<int32_t>* scan) {
   StackPool& pool = *pool_in;
   const Pda& pda = *pda_;
   CloseFlags flags;
@@ -189,7 +239,7 @@ CloseFlags Stepper::Close(StackPool* pool_in, const int32_t* seeds, size_t n,
     // a call anywhere handled by the general walk below.
     bool pure = true;
     for (size_t k = 0; k < n && pure; ++k)
-      pure = CloseChain(&pool, seeds[k], scan, &flags);
+      pure = CloseChain<kTracking>(&pool, seeds[k], scan, &flags);
     if (pure) {
       if (n > 1) {  // chains may meet
         std::sort(scan->begin() + mark, scan->end());
@@ -203,6 +253,7 @@ CloseFlags Stepper::Close(StackPool* pool_in, const int32_t* seeds, size_t n,
     scan->resize(mark);
     flags = CloseFlags();
   }
+  const bool plain = !pda.has_distinct();
   work_.assign(seeds, seeds + n);
   seen_.Clear();
   while (!work_.empty()) {
@@ -223,26 +274,37 @@ CloseFlags Stepper::Close(StackPool* pool_in, const int32_t* seeds, size_t n,
       scan->push_back(id);
       if (scan->size() - mark > kMaxScanNodes) return overflowed();
     }
-    if (pda.IsFinal(node.state)) {
-      if (pool.tracking() && node.parent >= 0 &&
-          pda.IsDistinct(pda.StateRule(node.state))) {
-        const int32_t record = Record(&pool, node.parent);
-        if (record >= 0) work_.push_back(record);
-      } else {
-        work_.push_back(node.parent);
+    if constexpr (!kTracking) {
+      if (pda.IsFinal(node.state)) work_.push_back(node.parent);
+      for (const PdaCall* c = pda.CallsBegin(node.state);
+           c != pda.CallsEnd(node.state); ++c) {
+        // A tail call returns straight to this node's parent.
+        int32_t ret = (plain ? pda.IsTail(c->return_state) : pda.IsTailCall(*c))
+                          ? node.parent
+                          : Intern(&pool, c->return_state, node.parent);
+        work_.push_back(Intern(&pool, pda.RuleStart(c->rule), ret));
       }
-    }
-    for (const PdaCall* c = pda.CallsBegin(node.state);
-         c != pda.CallsEnd(node.state); ++c) {
-      // A tail call returns straight to this node's parent; a distinct
-      // call always has a frame, where its values are kept.
-      const bool distinct = pda.IsDistinct(c->rule);
-      int32_t ret =
-          pda.IsTailCall(*c)
-              ? node.parent
-              : Intern(&pool, c->return_state, node.parent, id,
-                       distinct ? static_cast<int32_t>(text_.size()) : -1);
-      work_.push_back(Intern(&pool, pda.RuleStart(c->rule), ret, -1));
+    } else {
+      if (pda.IsFinal(node.state)) {
+        if (node.parent >= 0 && pda.IsDistinct(pda.StateRule(node.state))) {
+          const int32_t record = Record(&pool, node.parent);
+          if (record >= 0) work_.push_back(record);
+        } else {
+          work_.push_back(node.parent);
+        }
+      }
+      for (const PdaCall* c = pda.CallsBegin(node.state);
+           c != pda.CallsEnd(node.state); ++c) {
+        // A distinct call always has a frame, where its values are kept.
+        const bool distinct = pda.IsDistinct(c->rule);
+        int32_t ret =
+            pda.IsTailCall(*c)
+                ? node.parent
+                : InternLike(
+                      &pool, c->return_state, node.parent, id,
+                      distinct ? static_cast<int32_t>(text_.size()) : -1);
+        work_.push_back(InternLike(&pool, pda.RuleStart(c->rule), ret, -1, -1));
+      }
     }
   }
   made_.Clear();
@@ -252,6 +314,14 @@ CloseFlags Stepper::Close(StackPool* pool_in, const int32_t* seeds, size_t n,
 CloseFlags Stepper::Step(StackPool* pool, const int32_t* begin,
                          const int32_t* end, uint8_t byte,
                          std::vector<int32_t>* scan) {
+  return tracking_ ? StepT<true>(pool, begin, end, byte, scan)
+                   : StepT<false>(pool, begin, end, byte, scan);
+}
+
+template <bool kTracking>
+CloseFlags Stepper::StepT(StackPool* pool, const int32_t* begin,
+                          const int32_t* end, uint8_t byte,
+                          std::vector<int32_t>* scan) {
   if (end - begin == 1) {
     // One stack top moving to a state that neither calls nor ends needs no
     // closing; a self-loop keeps the very node.
@@ -260,9 +330,9 @@ CloseFlags Stepper::Step(StackPool* pool, const int32_t* begin,
     if (next == Pda::kDead) return {};
     if (!pda_->IsFinal(next) &&
         pda_->CallsBegin(next) == pda_->CallsEnd(next)) {
-      scan->push_back(next == node.state
-                          ? *begin
-                          : pool->AddLike(next, node.parent, *begin));
+      scan->push_back(next == node.state ? *begin
+                      : kTracking ? AddLike(pool, next, node.parent, *begin)
+                                  : pool->Add(next, node.parent));
       return {};
     }
   }
@@ -274,11 +344,12 @@ CloseFlags Stepper::Step(StackPool* pool, const int32_t* begin,
     int32_t next = pda_->Next(node.state, byte);
     // A self-loop keeps the very node: a set that reads a byte back into
     // itself then comes out with the same ids, which callers can detect.
-    if (next != Pda::kDead)
-      moves_.push_back({next, node.parent, next == node.state ? *it : -1, *it});
+    if (next != Pda::kDead) moves_.push_back({next, node.parent, *it});
   }
   auto node_for = [&](const Move& m) {
-    return m.same >= 0 ? m.same : pool->AddLike(m.state, m.parent, m.from);
+    if (m.state == (*pool)[m.from].state) return m.from;
+    return kTracking ? AddLike(pool, m.state, m.parent, m.from)
+                     : pool->Add(m.state, m.parent);
   };
   if (moves_.size() <= 8) {  // few: deduplicate by comparing
     for (size_t i = 0; i < moves_.size(); ++i) {
@@ -302,10 +373,23 @@ CloseFlags Stepper::Step(StackPool* pool, const int32_t* begin,
       seeds_.push_back(id);
     }
   }
-  return Close(pool, seeds_.data(), seeds_.size(), scan);
+  return CloseT<kTracking>(pool, seeds_.data(), seeds_.size(), scan);
 }
 
 void Stepper::ReadSorted(
+    StackPool* pool, const int32_t* begin, const int32_t* end,
+    const Vocabulary& vocab, const std::vector<int32_t>& ids,
+    const std::function<void(int32_t, const TokenReach&)>& visit,
+    size_t offset) {
+  if (tracking_) {
+    ReadSortedT<true>(pool, begin, end, vocab, ids, visit, offset);
+  } else {
+    ReadSortedT<false>(pool, begin, end, vocab, ids, visit, offset);
+  }
+}
+
+template <bool kTracking>
+void Stepper::ReadSortedT(
     StackPool* pool, const int32_t* begin, const int32_t* end,
     const Vocabulary& vocab, const std::vector<int32_t>& ids,
     const std::function<void(int32_t, const TokenReach&)>& visit,
@@ -323,7 +407,11 @@ void Stepper::ReadSorted(
         std::min({prev.size(), bytes.size(), sorted_levels_.size() - 1});
     while (keep < limit && prev[keep] == bytes[keep]) ++keep;
     if (keep + 1 < sorted_levels_.size()) {
-      pool->Truncate(sorted_levels_[keep + 1].pool_size);
+      if constexpr (kTracking) {
+        Truncate(pool, sorted_levels_[keep + 1].pool_size);
+      } else {
+        pool->Truncate(sorted_levels_[keep + 1].pool_size);
+      }
       sorted_sets_.resize(sorted_levels_[keep + 1].sets_begin);
       sorted_levels_.resize(keep + 1);
     }
@@ -337,13 +425,13 @@ void Stepper::ReadSorted(
           from_end, pool->size(), {}, sorted_levels_.back().escaped};
       step_out_.clear();
       const size_t at = sorted_levels_.size() - 1;
-      if (pool->tracking()) {
+      if constexpr (kTracking) {
         text_.resize(text_mark + at);
         text_.push_back(bytes[at]);
       }
-      level.flags =
-          Step(pool, sorted_sets_.data() + from, sorted_sets_.data() + from_end,
-               static_cast<uint8_t>(bytes[at]), &step_out_);
+      level.flags = StepT<kTracking>(
+          pool, sorted_sets_.data() + from, sorted_sets_.data() + from_end,
+          static_cast<uint8_t>(bytes[at]), &step_out_);
       level.escaped |= level.flags.open;
       sorted_sets_.insert(sorted_sets_.end(), step_out_.begin(),
                           step_out_.end());
@@ -354,8 +442,12 @@ void Stepper::ReadSorted(
           {sorted_levels_.size() - 1 == bytes.size(),
            last.sets_begin < sorted_sets_.size(), last.flags, last.escaped});
   }
-  pool->Truncate(mark);
-  text_.resize(text_mark);
+  if constexpr (kTracking) {
+    Truncate(pool, mark);
+    text_.resize(text_mark);
+  } else {
+    pool->Truncate(mark);
+  }
 }
 
 }  // namespace grammard::grammar::internal

@@ -9,12 +9,16 @@
 // may end), and a node with calls also stands for each called rule's start.
 // Left recursion is rejected when compiling, so closing always terminates.
 //
-// Distinct rules (Pda::IsDistinct): a pool that tracks them keeps, per node,
-// what its rule's instance has seen (NodeSide): a distinct call's frame notes
+// Distinct rules (Pda::IsDistinct): a stepper that tracks them (a matcher's,
+// Stepper::Track) keeps beside each node of its pool what the node's rule
+// instance has seen (NodeSide, in a ValueLog): a distinct call's frame notes
 // where the value begins in the text, and when the value ends the frame is
 // copied into a record node holding the value's key (base/json_value_key.h),
 // or, when an earlier record of the same instance holds that key, the stack
-// ends there. The stepper then keeps the text read so far.
+// ends there. The stepper then keeps the text read so far. Stepping, closing
+// and reading are instantiated with and without tracking, so that the
+// walks that classify tokens (and grammars without distinct rules) run the
+// plain code.
 //
 // Two parent values are not nodes: kBottom lies below the root rule (reaching
 // it means the whole text may end here) and kOpen stands for an unknown
@@ -73,14 +77,14 @@ struct ChainMemo {
   int32_t ids[kMaxIds];
 };
 
-// What a node of a tracking pool knows of its rule's instance.
+// What a node of a tracking stepper's pool knows of its rule's instance.
 struct NodeSide {
   // The instance's latest record (a node), or -1: the values its distinct
   // calls returned so far, linked through `prev`.
   int32_t seen = -1;
   // A distinct call's frame: the text offset its value begins at.
   int32_t start = -1;
-  // A record: the record before it, its key's hash and place in the pool.
+  // A record: the record before it, its key's hash and place in the log.
   int32_t prev = -1;
   uint64_t hash = 0;
   uint32_t key_begin = 0, key_end = 0;
@@ -90,42 +94,37 @@ struct NodeSide {
 // how rollback and depth-first token walks release nodes (and their memos).
 class StackPool {
  public:
-  // From now on keeps a NodeSide per node (see the file comment); clears
-  // the pool.
-  void Track() {
-    Clear();
-    tracking_ = true;
-  }
-  bool tracking() const { return tracking_; }
-
   int32_t Add(int32_t state, int32_t parent) {
     nodes_.push_back({state, parent});
     memos_.emplace_back();
-    if (tracking_) sides_.emplace_back();
     return static_cast<int32_t>(nodes_.size()) - 1;
   }
-  // A node of the same rule instance as node `from`.
-  int32_t AddLike(int32_t state, int32_t parent, int32_t from) {
-    const int32_t seen = tracking_ ? sides_[from].seen : -1;
-    const int32_t id = Add(state, parent);
-    if (tracking_) sides_[id].seen = seen;
-    return id;
+  const StackNode& operator[](int32_t id) const { return nodes_[id]; }
+  ChainMemo& memo(int32_t id) { return memos_[id]; }
+  size_t size() const { return nodes_.size(); }
+  void Truncate(size_t size) {
+    nodes_.resize(size);
+    memos_.resize(size);
   }
-  // A record of `frame`'s instance holding `key`.
-  int32_t AddRecord(int32_t frame, uint64_t hash, std::string_view key) {
-    const StackNode node = nodes_[frame];
-    const int32_t prev = sides_[frame].seen;
-    const int32_t id = Add(node.state, node.parent);
-    NodeSide& side = sides_[id];
-    side.seen = id;
-    side.prev = prev;
-    side.hash = hash;
-    side.key_begin = static_cast<uint32_t>(keys_.size());
-    keys_.append(key);
-    side.key_end = static_cast<uint32_t>(keys_.size());
-    records_.push_back(id);
-    return id;
+  void Clear() {
+    nodes_.clear();
+    memos_.clear();
   }
+  // What the pool holds, by capacity.
+  size_t MemoryBytes() const {
+    return nodes_.capacity() * sizeof(StackNode) +
+           memos_.capacity() * sizeof(ChainMemo);
+  }
+
+ private:
+  std::vector<StackNode> nodes_;
+  std::vector<ChainMemo> memos_;
+};
+
+// A NodeSide per node of a tracking stepper's pool, index for index, and
+// the records' keys; truncated with the pool.
+class ValueLog {
+ public:
   NodeSide& side(int32_t id) { return sides_[id]; }
   const NodeSide& side(int32_t id) const { return sides_[id]; }
   std::string_view key(int32_t record) const {
@@ -133,49 +132,31 @@ class StackPool {
     return std::string_view(keys_).substr(side.key_begin,
                                           side.key_end - side.key_begin);
   }
-
-  const StackNode& operator[](int32_t id) const { return nodes_[id]; }
-  ChainMemo& memo(int32_t id) { return memos_[id]; }
-  size_t size() const { return nodes_.size(); }
-  void Truncate(size_t size) {
-    nodes_.resize(size);
-    memos_.resize(size);
-    low_water_ = std::min(low_water_, size);
-    if (!tracking_) return;
-    sides_.resize(size);
-    while (!records_.empty() && static_cast<size_t>(records_.back()) >= size) {
-      records_.pop_back();
-    }
-    keys_.resize(records_.empty() ? 0 : sides_[records_.back()].key_end);
-  }
-  // The least size Truncate has left since MarkLowWater: nodes below it
+  size_t size() const { return sides_.size(); }
+  void Append(const NodeSide& side) { sides_.push_back(side); }
+  // Appends the record of a value of the instance whose latest record is
+  // `prev`; its id is size() before.
+  void AppendRecord(int32_t prev, uint64_t hash, std::string_view key);
+  void Truncate(size_t size);
+  // The least size Truncate has left since MarkLowWater: entries below it
   // are the very ones that were there then (ids are reused past it).
-  void MarkLowWater() { low_water_ = nodes_.size(); }
+  void MarkLowWater() { low_water_ = sides_.size(); }
   size_t low_water() const { return low_water_; }
-
   void Clear() {
     low_water_ = 0;
-    nodes_.clear();
-    memos_.clear();
     sides_.clear();
     records_.clear();
     keys_.clear();
   }
-  // What the pool holds, by capacity.
   size_t MemoryBytes() const {
-    return nodes_.capacity() * sizeof(StackNode) +
-           memos_.capacity() * sizeof(ChainMemo) +
-           sides_.capacity() * sizeof(NodeSide) +
+    return sides_.capacity() * sizeof(NodeSide) +
            records_.capacity() * sizeof(int32_t) + keys_.capacity();
   }
 
  private:
-  std::vector<StackNode> nodes_;
-  std::vector<ChainMemo> memos_;
-  bool tracking_ = false;
   size_t low_water_ = 0;
-  std::vector<NodeSide> sides_;   // per node while tracking
-  std::vector<int32_t> records_;  // record nodes, ascending
+  std::vector<NodeSide> sides_;
+  std::vector<int32_t> records_;  // record ids, ascending
   std::string keys_;              // their keys, in the same order
 };
 
@@ -220,7 +201,27 @@ class Stepper {
  public:
   explicit Stepper(const Pda& pda) : pda_(&pda) {}
 
-  // The text read so far, which a tracking pool's values are cut from: its
+  // From now on keeps the values of distinct calls (see the file comment)
+  // for one pool, which must be empty: a matcher's of a grammar with
+  // distinct rules. Its nodes are then added with Add and truncated with
+  // Truncate.
+  void Track() {
+    tracking_ = true;
+    values_.Clear();
+    text_.clear();
+  }
+  bool tracking() const { return tracking_; }
+  int32_t Add(StackPool* pool, int32_t state, int32_t parent) {
+    if (tracking_) values_.Append(NodeSide());
+    return pool->Add(state, parent);
+  }
+  void Truncate(StackPool* pool, size_t size) {
+    pool->Truncate(size);
+    if (tracking_) values_.Truncate(size);
+  }
+  ValueLog& values() { return values_; }
+  const ValueLog& values() const { return values_; }
+  // The text read so far, which values are cut from: the tracking pool's
   // owner appends each byte before stepping it and truncates on rollback;
   // ReadSorted appends its tokens' bytes and takes them off again.
   std::string& text() { return text_; }
@@ -263,13 +264,30 @@ class Stepper {
   // Appends the closure of `seed` when it is a plain chain (see ChainMemo),
   // remembering it for the seed's parent; false, with `scan` partly
   // appended, at the first call on the way.
+  // Instantiated without tracking (the original walk, for classifying and
+  // for grammars without distinct rules) and with it.
+  template <bool kTracking>
   bool CloseChain(StackPool* pool, int32_t seed, std::vector<int32_t>* scan,
                   CloseFlags* flags);
-  // The node (state, parent) made during the current step, or a new one
-  // of the instance of node `from` (a frame of a distinct call when
-  // `start` >= 0) or, with `from` -1, a new instance.
-  int32_t Intern(StackPool* pool, int32_t state, int32_t parent, int32_t from,
-                 int32_t start = -1);
+  template <bool kTracking>
+  CloseFlags CloseT(StackPool* pool, const int32_t* seeds, size_t n,
+                    std::vector<int32_t>* scan);
+  template <bool kTracking>
+  void ReadSortedT(StackPool* pool, const int32_t* begin, const int32_t* end,
+                   const Vocabulary& vocab, const std::vector<int32_t>& ids,
+                   const std::function<void(int32_t, const TokenReach&)>& visit,
+                   size_t offset);
+  template <bool kTracking>
+  CloseFlags StepT(StackPool* pool, const int32_t* begin, const int32_t* end,
+                   uint8_t byte, std::vector<int32_t>* scan);
+  // The node (state, parent) made during the current step, or a new one.
+  int32_t Intern(StackPool* pool, int32_t state, int32_t parent);
+  // While tracking: a node of the instance of node `from` (or, with `from`
+  // -1, of a new one), and the same interned (a frame of a distinct call
+  // when `start` >= 0).
+  int32_t AddLike(StackPool* pool, int32_t state, int32_t parent, int32_t from);
+  int32_t InternLike(StackPool* pool, int32_t state, int32_t parent,
+                     int32_t from, int32_t start);
   // The record of a value of `frame`'s distinct call ending here, or -1
   // when the instance has seen that value (see the file comment).
   int32_t Record(StackPool* pool, int32_t frame);
@@ -277,24 +295,24 @@ class Stepper {
   // last list asked about are kept by hash, so a mask that reads many
   // tokens ending values into one array compares each with O(1) records,
   // not all the array's.
-  bool Seen(StackPool* pool, int32_t head, uint64_t hash, std::string_view key);
+  bool Seen(int32_t head, uint64_t hash, std::string_view key);
 
   const Pda* pda_;
   StampedMap made_;  // (state, parent) -> node made in the current step
   StampedMap seen_;  // node ids already closed in the current Close
   std::vector<int32_t> work_;
   std::vector<int32_t> seeds_;
+  bool tracking_ = false;
+  ValueLog values_;
   std::string text_;
   std::string key_;  // Record's scratch
-  // Seen's records by hash: those from seen_head_ down, in seen_pool_,
-  // valid while that pool's low water stays above seen_head_.
-  const StackPool* seen_pool_ = nullptr;
+  // Seen's records by hash: those from seen_head_ down, valid while the
+  // log's low water stays above seen_head_.
   int32_t seen_head_ = -1;
   std::unordered_multimap<uint64_t, int32_t> seen_hashes_;
   struct Move {
     int32_t state, parent;
-    int32_t same;  // the moving node when it loops to its own state, or -1
-    int32_t from;  // the moving node
+    int32_t from;  // the moving node (kept when it loops to its own state)
   };
   std::vector<Move> moves_;
   std::vector<int32_t> step_out_;  // ReadSorted's step results

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <string>
 #include <utility>
 
@@ -181,8 +182,7 @@ Grammar MergeEqualRules(Grammar grammar) {
   int64_t work = 0;
   std::vector<int32_t> stack;
   for (int32_t r = 0; r < n; ++r) {
-    // A distinct rule is never one with a plain rule.
-    cls[r] = 2 * shape[grammar.rules[r].body] + grammar.rules[r].distinct;
+    cls[r] = shape[grammar.rules[r].body];
     // The tree, not the DAG: shared children are walked once per parent, so
     // that equal lists mean references at equal places.
     stack.assign({grammar.rules[r].body});
@@ -194,6 +194,18 @@ Grammar MergeEqualRules(Grammar grammar) {
       for (auto c = x.children.rbegin(); c != x.children.rend(); ++c) {
         if (refers[*c]) stack.push_back(*c);
       }
+    }
+  }
+  // A distinct rule is never one with a plain rule: they start apart, with
+  // the classes kept dense (refinement's work grows with their number).
+  if (std::any_of(grammar.rules.begin(), grammar.rules.end(),
+                  [](const Rule& r) { return r.distinct; })) {
+    std::map<std::pair<int32_t, bool>, int32_t> dense;
+    for (int32_t r = 0; r < n; ++r) {
+      cls[r] = dense
+                   .emplace(std::make_pair(cls[r], grammar.rules[r].distinct),
+                            static_cast<int32_t>(dense.size()))
+                   .first->second;
     }
   }
   // Moore's refinement from the shapes: a round splits rules whose
