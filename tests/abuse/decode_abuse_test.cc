@@ -3,6 +3,7 @@
 // echoed ids, floods of streams on one connection, and bytes that are no
 // DecodeRequest. Each against a fresh daemon at its default limits, with a
 // bystander stream stepping throughout (hostile_test_base.h).
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -151,6 +152,68 @@ TEST_F(DecodeAbuseTest, StepsListingTooManySequencesFailAlone) {
       << ok.sequences(0).error().message();
   ExpectContained(11, "a step listing 1,000,000 unknown ids",
                   Describe(result.error()), ms);
+}
+
+// Item 18 (issue 35): uniqueItems over strings is kept at run time, by
+// the matcher comparing each item with those seen. An array of 10,000
+// distinct strings (70,000 tokens, in steps of 1,000 items) must keep its
+// steps short, and a repeated item must fail that sequence alone.
+TEST_F(DecodeAbuseTest, TenThousandUniqueItemsStayBounded) {
+  auto stub = NewStub();
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(120));
+  auto rw = stub->Decode(&context);
+  v1::DecodeRequest open;
+  open.mutable_open()->set_sequence_id(1);
+  open.mutable_open()->set_tokenizer("llama3");
+  open.mutable_open()->mutable_constraint()->set_json_schema(
+      R"({"type":"array","items":{"type":"string"},"uniqueItems":true})");
+  ASSERT_TRUE(rw->Write(open));
+  v1::DecodeResponse response;
+  do {
+    ASSERT_TRUE(rw->Read(&response));
+  } while (!response.has_status() ||
+           response.status().state() == v1::GRAMMAR_STATE_COMPILING);
+  ASSERT_EQ(response.status().state(), v1::GRAMMAR_STATE_READY)
+      << response.status().error().message();
+  // llama3 reads each printable ASCII character alone as its code - 33.
+  auto step_with = [&](uint64_t step_id, const std::string& text) {
+    v1::DecodeRequest request;
+    request.mutable_step()->set_step_id(step_id);
+    v1::SequenceStep* seq = request.mutable_step()->add_sequences();
+    seq->set_sequence_id(1);
+    for (char c : text) seq->add_accepted_tokens(c - 33);
+    return StepOf(rw.get(), request);
+  };
+  double slowest_ms = 0;
+  for (int chunk = 0; chunk < 10; ++chunk) {
+    std::string text = chunk == 0 ? "[" : "";
+    for (int i = chunk * 1000; i < (chunk + 1) * 1000; ++i) {
+      text += (i == 0 ? "\"i" : ",\"i") + std::to_string(i) + "\"";
+    }
+    const auto start = Clock::now();
+    const v1::StepResult result = step_with(chunk + 1, text);
+    slowest_ms = std::max(slowest_ms, MsSince(start));
+    ASSERT_EQ(result.sequences_size(), 1);
+    ASSERT_FALSE(result.sequences(0).has_error())
+        << result.sequences(0).error().message();
+  }
+  const auto start = Clock::now();
+  const v1::StepResult repeated = step_with(11, ",\"i5000\"");
+  const double ms = MsSince(start);
+  ASSERT_EQ(repeated.sequences_size(), 1);
+  const v1::Error& error = repeated.sequences(0).error();
+  EXPECT_EQ(error.code(), grpc::StatusCode::INVALID_ARGUMENT)
+      << error.message();
+  EXPECT_NE(error.message().find("not allowed"), std::string::npos)
+      << error.message();
+  rw->WritesDone();
+  EXPECT_TRUE(rw->Finish().ok());
+  // Each step reads 7,000 tokens; none may take the bystander's bound.
+  EXPECT_LT(slowest_ms, kBystanderP99Ms) << slowest_ms;
+  ExpectContained(18, "10,000 unique items, then one repeated", Describe(error),
+                  ms);
 }
 
 // Item 7: a stream that never reads its replies while it keeps opening an

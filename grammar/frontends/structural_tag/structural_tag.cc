@@ -251,7 +251,7 @@ int32_t Append(const Grammar& src, const std::string& prefix, Grammar* dst) {
   }
   for (const Rule& r : src.rules) {
     dst->rules.push_back(
-        Rule{absl::StrCat(prefix, r.name), r.body + expr_base});
+        Rule{absl::StrCat(prefix, r.name), r.body + expr_base, r.distinct});
   }
   return src.root + rule_base;
 }

@@ -110,6 +110,22 @@ TEST_F(StructuralTagTest, RejectsBrokenTags) {
   }
 }
 
+// A tool's uniqueItems kept at run time (distinct rules) stays kept once
+// its schema's rules are copied into the tag grammar.
+TEST_F(StructuralTagTest, UniqueItemsHoldInsideATag) {
+  CompiledGrammar g = Compile(R"({
+    "structures": [{"begin": "<function=tag>",
+      "schema": {"type": "array", "items": {"type": "string"},
+                 "uniqueItems": true},
+      "end": "</function>"}],
+    "triggers": ["<function="]})");
+  EXPECT_TRUE(Complete(g, R"(<function=tag>["a", "b"]</function>)"));
+  EXPECT_FALSE(Prefix(g, R"(<function=tag>["a", "a"])"));
+  // Each call is an array of its own.
+  EXPECT_TRUE(Complete(
+      g, R"(<function=tag>["a"]</function><function=tag>["a"]</function>)"));
+}
+
 TEST_F(StructuralTagTest, CanTerminateOnlyOutsideTags) {
   CompiledGrammar g = Compile(kWeatherSpec);
   const std::string text = R"(ab<function=get_time>{"tz": "UTC"}</function>cd)";
