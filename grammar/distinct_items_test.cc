@@ -41,6 +41,9 @@ absl::StatusOr<CompiledGrammar> CompileSchema(const GrammarCompiler& compiler,
   return compiler.Compile(std::move(converted->grammar));
 }
 
+constexpr char kUniqueStrings[] =
+    R"({"type":"array","items":{"type":"string"},"uniqueItems":true})";
+
 bool Accepts(const CompiledGrammar& g, const std::string& text) {
   GrammarMatcher m(g);
   return m.AcceptString(text).ok() && m.CanTerminate();
@@ -48,9 +51,7 @@ bool Accepts(const CompiledGrammar& g, const std::string& text) {
 
 TEST(DistinctItems, EqualItemsAreRefusedWhateverTheirSpelling) {
   GrammarCompiler compiler(TestVocab());
-  auto g = CompileSchema(
-      compiler,
-      R"({"type":"array","items":{"type":"string"},"uniqueItems":true})");
+  auto g = CompileSchema(compiler, kUniqueStrings);
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_TRUE(Accepts(*g, R"(["a","b","ab"])"));
   EXPECT_TRUE(Accepts(*g, R"([])"));
@@ -258,9 +259,7 @@ TEST(DistinctItems, MasksMatchADirectReading) {
 
 TEST(DistinctItems, RollbackForkJumpForwardAndSerializationKeepTheItems) {
   GrammarCompiler compiler(TestVocab());
-  auto g = CompileSchema(
-      compiler,
-      R"({"type":"array","items":{"type":"string"},"uniqueItems":true})");
+  auto g = CompileSchema(compiler, kUniqueStrings);
   ASSERT_TRUE(g.ok()) << g.status();
   const Vocabulary& vocab = compiler.vocabulary();
   auto id_of = [&](std::string_view bytes) {
@@ -311,9 +310,7 @@ TEST(DistinctItems, RollbackForkJumpForwardAndSerializationKeepTheItems) {
 // The bad-input catalogue: many items, deep nesting.
 TEST(DistinctItems, HostileSizesStayBounded) {
   GrammarCompiler compiler(TestVocab());
-  auto g = CompileSchema(
-      compiler,
-      R"({"type":"array","items":{"type":"string"},"uniqueItems":true})");
+  auto g = CompileSchema(compiler, kUniqueStrings);
   ASSERT_TRUE(g.ok()) << g.status();
   GrammarMatcher m(*g);
   const auto begin = std::chrono::steady_clock::now();
