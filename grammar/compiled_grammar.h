@@ -23,9 +23,11 @@ namespace internal {
 struct GrammarData;
 }
 
-// Changes whenever the same grammar and vocabulary could compile to different
-// masks; caches of compiled grammars key on it.
-inline constexpr char kEngineVersion[] = "grammard-engine-1";
+// Changes whenever the same constraint and vocabulary could compile to
+// different masks (or a refusal to a grammar); caches of compiled grammars,
+// and of refusals, key on it. 2: uniqueItems kept at run time (distinct
+// rules), so a fleet cache must not serve the refusals older daemons stored.
+inline constexpr char kEngineVersion[] = "grammard-engine-2";
 
 class CompiledGrammar {
  public:
