@@ -139,6 +139,35 @@ TEST(DistinctItems, TheCompilerRefusesValuesThatMayRunOut) {
       << compiled.status();
 }
 
+// A state that calls a plain rule and a distinct one, both returning to one
+// state, shares their frame: it must still know where the value began (it
+// did not when the plain call made the frame first).
+TEST(DistinctItems, AFrameSharedWithAPlainCallKeepsItsValues) {
+  GrammarCompiler compiler(TestVocab());
+  Grammar g;
+  const int32_t plain = g.AddRule("plain");
+  g.rules[plain].body =
+      g.AddSequence({g.AddBytes("{"), g.AddRepeat(g.AddRuleRef(plain), 0, 1),
+                     g.AddBytes("}")});
+  const int32_t item = g.AddRule(
+      "item",
+      g.AddSequence({g.AddBytes("\""),
+                     g.AddRepeat(g.AddCharClass({{'a', 'c'}}), 1, kUnbounded),
+                     g.AddBytes("\"")}));
+  g.rules[item].distinct = true;
+  const int32_t either = g.AddChoice({g.AddRuleRef(plain), g.AddRuleRef(item)});
+  g.root = g.AddRule(
+      "root",
+      g.AddSequence(
+          {g.AddBytes("["), either,
+           g.AddRepeat(g.AddSequence({g.AddBytes(","), either}), 0, kUnbounded),
+           g.AddBytes("]")}));
+  auto compiled = compiler.Compile(g);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  EXPECT_TRUE(Accepts(*compiled, R"(["a","b",{},"ab"])"));
+  EXPECT_FALSE(Accepts(*compiled, R"(["a",{},"a"])"));
+}
+
 // The items an array text has completed so far: top-level items closed by
 // their last byte (strings, objects and arrays close with one).
 std::vector<std::string> CompletedItems(const std::string& text) {

@@ -84,10 +84,13 @@ int32_t Stepper::InternLike(StackPool* pool, int32_t state, int32_t parent,
       (static_cast<uint64_t>(static_cast<uint32_t>(state)) << 32) |
       static_cast<uint32_t>(parent);
   int32_t id = made_.Find(key);
-  if (id >= 0) return id;
-  id = AddLike(pool, state, parent, from);
+  if (id < 0) {
+    id = AddLike(pool, state, parent, from);
+    made_.Insert(key, id);
+  }
+  // A frame shared with a plain call returning to the same state (made
+  // first, in this very step) is a distinct call's frame all the same.
   if (start >= 0) values_.side(id).start = start;
-  made_.Insert(key, id);
   return id;
 }
 
