@@ -101,7 +101,9 @@ std::vector<bool> KeptAsCalls(const Grammar& g) {
   return kept;
 }
 
-std::vector<bool> InlinedRules(const Grammar& g) {
+// `kept`: KeptAsCalls(g), never inlined.
+std::vector<bool> InlinedRules(const Grammar& g,
+                               const std::vector<bool>& kept) {
   const size_t n = g.rules.size();
   // Per rule: the rules its body refers to, and its size once unrolled.
   std::vector<std::vector<int32_t>> refs(n);
@@ -164,7 +166,6 @@ std::vector<bool> InlinedRules(const Grammar& g) {
   }
   const std::vector<bool> nullable = NullableRules(g);
   std::vector<bool> many = RepeatedManyTimes(g);
-  const std::vector<bool> kept = KeptAsCalls(g);
   std::vector<bool> inlined(n, false);
   auto decide = [&](size_t r) {
     const bool small =
@@ -272,13 +273,15 @@ std::vector<bool> SmallTailLoops(
 // tokens classify as one rule without calls, and no stack frame is pushed.
 // (A rule referring to itself at its end reads itself again from its start
 // in any case.)
-// Not the root, nor rules copied anyway (InlinedRules). None when copying
+// Not the root, nor rules copied anyway (InlinedRules), nor `kept`
+// (KeptAsCalls). None when copying
 // them into every rule that reaches them would outgrow the grammar
 // kMaxAbsorbGrowth times.
 // Partial once `deadline` passes: its walks through copied rules grow as
 // the square of a chain of them (30,000 rules took 150 s).
 std::vector<bool> AbsorbedRules(const Grammar& g,
                                 const std::vector<bool>& inlined,
+                                const std::vector<bool>& kept,
                                 const Deadline& deadline) {
   const size_t n = g.rules.size();
   std::vector<bool> before_end(n, false), referred(n, false);
@@ -336,7 +339,6 @@ std::vector<bool> AbsorbedRules(const Grammar& g,
     }
   }
   std::vector<bool> absorbed(n, false);
-  const std::vector<bool> kept = KeptAsCalls(g);
   int64_t total = 0;
   for (size_t r = 0; r < n; ++r) {
     total += size[r];
@@ -476,8 +478,9 @@ class NfaBuilder {
       : g_(g),
         nfa_(*nfa),
         budget_(budget),
-        inline_(InlinedRules(g)),
-        absorbed_(AbsorbedRules(g, inline_, deadline)),
+        kept_(KeptAsCalls(g)),
+        inline_(InlinedRules(g, kept_)),
+        absorbed_(AbsorbedRules(g, inline_, kept_, deadline)),
         called_(CalledRules(g, inline_, absorbed_, deadline)),
         shared_(FindSharedExprs(g, inline_)) {}
 
@@ -704,6 +707,7 @@ class NfaBuilder {
   const Grammar& g_;
   internal::Nfa& nfa_;
   int64_t budget_;
+  const std::vector<bool> kept_;  // KeptAsCalls
   const std::vector<bool> inline_;
   const std::vector<bool> absorbed_;
   const std::vector<bool> called_;

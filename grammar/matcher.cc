@@ -45,29 +45,24 @@ absl::Status GrammarMatcher::Advance(std::string_view bytes) {
     return absl::FailedPreconditionError("the matcher has already terminated");
   }
   const size_t pool_mark = pool_.size();
-  std::string& text = stepper_.text();
-  const size_t text_mark = text.size();
-  const bool keep_text = stepper_.tracking();
+  const size_t text_mark = stepper_.text().size();
   tmp_a_.assign(scan_begin(), scan_end());
   bool can_end = history_.back().can_end;
   for (size_t i = 0; i < bytes.size(); ++i) {
     tmp_b_.clear();
-    if (keep_text) text.push_back(bytes[i]);
     internal::CloseFlags flags =
-        stepper_.Step(&pool_, tmp_a_.data(), tmp_a_.data() + tmp_a_.size(),
+        stepper_.Read(&pool_, tmp_a_.data(), tmp_a_.data() + tmp_a_.size(),
                       static_cast<uint8_t>(bytes[i]), &tmp_b_);
     can_end = flags.bottom;
     if (flags.overflow) {
-      stepper_.Truncate(&pool_, pool_mark);
-      text.resize(text_mark);
+      stepper_.Truncate(&pool_, pool_mark, text_mark);
       return absl::ResourceExhaustedError(
           absl::StrCat("byte ", i, " of ", bytes.size(),
                        ": the grammar is too ambiguous here (more than ",
                        internal::kMaxScanNodes, " parse stacks)"));
     }
     if (tmp_b_.empty() && !(can_end && i + 1 == bytes.size())) {
-      stepper_.Truncate(&pool_, pool_mark);
-      text.resize(text_mark);
+      stepper_.Truncate(&pool_, pool_mark, text_mark);
       return absl::InvalidArgumentError(absl::StrCat(
           "byte ", i, " of ", bytes.size(), " is not allowed by the grammar"));
     }
@@ -75,8 +70,8 @@ absl::Status GrammarMatcher::Advance(std::string_view bytes) {
   }
   size_t begin = scan_.size();
   scan_.insert(scan_.end(), tmp_a_.begin(), tmp_a_.end());
-  history_.push_back(
-      {begin, scan_.size(), pool_.size(), text.size(), can_end, false});
+  history_.push_back({begin, scan_.size(), pool_.size(), stepper_.text().size(),
+                      can_end, false});
   return absl::OkStatus();
 }
 
@@ -131,8 +126,7 @@ absl::Status GrammarMatcher::Rollback(int32_t k) {
   history_.resize(history_.size() - k);
   const Position& p = history_.back();
   scan_.resize(p.scan_end);
-  stepper_.Truncate(&pool_, p.pool_size);
-  stepper_.text().resize(p.text_size);
+  stepper_.Truncate(&pool_, p.pool_size, p.text_size);
   terminated_ = p.terminated;
   return absl::OkStatus();
 }
@@ -229,17 +223,18 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
     if (!set->is_bitset()) set->AddTo(row, words, &clean);
   }
   if (clean) std::fill(row, row + words, 0u);
+  const auto allow_readable = [row](int32_t id,
+                                    const internal::Stepper::TokenReach& r) {
+    if (r.readable()) row[id >> 5] |= 1u << (id & 31);
+  };
   for (const Read& read : reads_) {
     // Only those not allowed already.
     reading_.clear();
     for (int32_t id : *read.pending) {
       if (!(row[id >> 5] & (1u << (id & 31)))) reading_.push_back(id);
     }
-    stepper_.ReadSorted(
-        &pool_, read.top, read.top + 1, vocab, reading_,
-        [row](int32_t id, const internal::Stepper::TokenReach& r) {
-          if (r.readable()) row[id >> 5] |= 1u << (id & 31);
-        });
+    stepper_.ReadSorted(&pool_, read.top, read.top + 1, vocab, reading_,
+                        allow_readable);
   }
   if (in_value_) {
     // The tables allow what the grammar does; a token that may end a value
@@ -252,11 +247,8 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
         reading_.push_back(id);
       }
     }
-    stepper_.ReadSorted(
-        &pool_, scan_begin(), scan_end(), vocab, reading_,
-        [row](int32_t id, const internal::Stepper::TokenReach& r) {
-          if (r.readable()) row[id >> 5] |= 1u << (id & 31);
-        });
+    stepper_.ReadSorted(&pool_, scan_begin(), scan_end(), vocab, reading_,
+                        allow_readable);
   }
   if (terminated_ || CanTerminate()) {
     for (int32_t id : vocab.eos_ids()) row[id >> 5] |= 1u << (id & 31);
@@ -268,8 +260,7 @@ ForcedContinuation GrammarMatcher::JumpForward(size_t max_bytes) {
   if (terminated_) return out;
   const internal::Pda& pda = grammar_.data().pda;
   const size_t pool_mark = pool_.size();
-  std::string& text = stepper_.text();
-  const size_t text_mark = text.size();
+  const size_t text_mark = stepper_.text().size();
   tmp_a_.assign(scan_begin(), scan_end());
   bool can_end = CanTerminate();
   while (!can_end && out.bytes.size() < max_bytes && !tmp_a_.empty()) {
@@ -285,9 +276,8 @@ ForcedContinuation GrammarMatcher::JumpForward(size_t max_bytes) {
     }
     if (forced < 0) break;
     tmp_b_.clear();
-    if (stepper_.tracking()) text.push_back(static_cast<char>(forced));
     internal::CloseFlags flags =
-        stepper_.Step(&pool_, tmp_a_.data(), tmp_a_.data() + tmp_a_.size(),
+        stepper_.Read(&pool_, tmp_a_.data(), tmp_a_.data() + tmp_a_.size(),
                       static_cast<uint8_t>(forced), &tmp_b_);
     // The only byte the grammar allows may still end a value seen before.
     if (tmp_b_.empty() && !flags.bottom) break;
@@ -295,8 +285,7 @@ ForcedContinuation GrammarMatcher::JumpForward(size_t max_bytes) {
     can_end = flags.bottom;
     tmp_a_.swap(tmp_b_);
   }
-  stepper_.Truncate(&pool_, pool_mark);
-  text.resize(text_mark);
+  stepper_.Truncate(&pool_, pool_mark, text_mark);
   const internal::TokenIndex& index = *grammar_.data().index;
   for (size_t pos = 0; pos < out.bytes.size();) {
     int32_t id = index.LongestPrefix(std::string_view(out.bytes).substr(pos));
@@ -315,8 +304,8 @@ GrammarMatcher GrammarMatcher::Fork() const {
     const Position& p = history_.back();
     copy.pool_ = pool_;
     copy.stepper_.values() = stepper_.values();
-    copy.stepper_.Truncate(&copy.pool_, p.pool_size);
     copy.stepper_.text() = stepper_.text();
+    copy.stepper_.Truncate(&copy.pool_, p.pool_size, p.text_size);
     copy.scan_.assign(scan_begin(), scan_end());
     copy.history_.assign(1, {0, copy.scan_.size(), p.pool_size, p.text_size,
                              p.can_end, p.terminated});

@@ -58,9 +58,7 @@ void StampedMap::Insert(uint64_t key, int32_t value) {
 int32_t Stepper::Intern(StackPool* pool, int32_t state, int32_t parent) {
   // Equal stacks must be one node, or sets would grow with every ambiguity;
   // nodes made during one step are the only candidates.
-  const uint64_t key =
-      (static_cast<uint64_t>(static_cast<uint32_t>(state)) << 32) |
-      static_cast<uint32_t>(parent);
+  const uint64_t key = NodeKey(state, parent);
   int32_t id = made_.Find(key);
   if (id >= 0) return id;
   id = pool->Add(state, parent);
@@ -80,9 +78,7 @@ int32_t Stepper::InternLike(StackPool* pool, int32_t state, int32_t parent,
                             int32_t from, int32_t start) {
   // As Intern: two nodes of one state over one parent belong to one
   // instance, which saw one text.
-  const uint64_t key =
-      (static_cast<uint64_t>(static_cast<uint32_t>(state)) << 32) |
-      static_cast<uint32_t>(parent);
+  const uint64_t key = NodeKey(state, parent);
   int32_t id = made_.Find(key);
   if (id < 0) {
     id = AddLike(pool, state, parent, from);
@@ -365,9 +361,7 @@ CloseFlags Stepper::StepT(StackPool* pool, const int32_t* begin,
     }
   } else {
     for (const Move& m : moves_) {
-      const uint64_t key =
-          (static_cast<uint64_t>(static_cast<uint32_t>(m.state)) << 32) |
-          static_cast<uint32_t>(m.parent);
+      const uint64_t key = NodeKey(m.state, m.parent);
       int32_t id = made_.Find(key);
       if (id < 0) {
         id = node_for(m);
@@ -411,7 +405,7 @@ void Stepper::ReadSortedT(
     while (keep < limit && prev[keep] == bytes[keep]) ++keep;
     if (keep + 1 < sorted_levels_.size()) {
       if constexpr (kTracking) {
-        Truncate(pool, sorted_levels_[keep + 1].pool_size);
+        Truncate(pool, sorted_levels_[keep + 1].pool_size, text_mark + keep);
       } else {
         pool->Truncate(sorted_levels_[keep + 1].pool_size);
       }
@@ -428,10 +422,7 @@ void Stepper::ReadSortedT(
           from_end, pool->size(), {}, sorted_levels_.back().escaped};
       step_out_.clear();
       const size_t at = sorted_levels_.size() - 1;
-      if constexpr (kTracking) {
-        text_.resize(text_mark + at);
-        text_.push_back(bytes[at]);
-      }
+      if constexpr (kTracking) text_.push_back(bytes[at]);
       level.flags = StepT<kTracking>(
           pool, sorted_sets_.data() + from, sorted_sets_.data() + from_end,
           static_cast<uint8_t>(bytes[at]), &step_out_);
@@ -446,8 +437,7 @@ void Stepper::ReadSortedT(
            last.sets_begin < sorted_sets_.size(), last.flags, last.escaped});
   }
   if constexpr (kTracking) {
-    Truncate(pool, mark);
-    text_.resize(text_mark);
+    Truncate(pool, mark, text_mark);
   } else {
     pool->Truncate(mark);
   }

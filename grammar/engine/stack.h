@@ -215,15 +215,26 @@ class Stepper {
     if (tracking_) values_.Append(NodeSide());
     return pool->Add(state, parent);
   }
-  void Truncate(StackPool* pool, size_t size) {
+  // Steps `byte` as a byte of the text read (see text()).
+  CloseFlags Read(StackPool* pool, const int32_t* begin, const int32_t* end,
+                  uint8_t byte, std::vector<int32_t>* scan) {
+    if (tracking_) text_.push_back(static_cast<char>(byte));
+    return Step(pool, begin, end, byte, scan);
+  }
+  // Back to a pool of `size` nodes and, while tracking, a text of
+  // `text_size` bytes.
+  void Truncate(StackPool* pool, size_t size, size_t text_size) {
     pool->Truncate(size);
-    if (tracking_) values_.Truncate(size);
+    if (tracking_) {
+      values_.Truncate(size);
+      text_.resize(text_size);
+    }
   }
   ValueLog& values() { return values_; }
   const ValueLog& values() const { return values_; }
-  // The text read so far, which values are cut from: the tracking pool's
-  // owner appends each byte before stepping it and truncates on rollback;
-  // ReadSorted appends its tokens' bytes and takes them off again.
+  // The text read so far, which values are cut from: Read appends each
+  // byte it steps, Truncate takes bytes off again, and ReadSorted appends
+  // its tokens' bytes and takes them off.
   std::string& text() { return text_; }
   const std::string& text() const { return text_; }
 
@@ -280,6 +291,11 @@ class Stepper {
   template <bool kTracking>
   CloseFlags StepT(StackPool* pool, const int32_t* begin, const int32_t* end,
                    uint8_t byte, std::vector<int32_t>* scan);
+  // The key of (state, parent) in made_.
+  static uint64_t NodeKey(int32_t state, int32_t parent) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(state)) << 32) |
+           static_cast<uint32_t>(parent);
+  }
   // The node (state, parent) made during the current step, or a new one.
   int32_t Intern(StackPool* pool, int32_t state, int32_t parent);
   // While tracking: a node of the instance of node `from` (or, with `from`

@@ -147,10 +147,8 @@ absl::StatusOr<bool> Converter::EndlessValues(const TermSet& ts) {
       }
       // Unique items of their own: one more needs a value not seen yet.
       if (a.unique) {
-        for (size_t i = 0; i <= a.prefix.size(); ++i) {
-          absl::StatusOr<bool> e = EndlessValues(ItemTerms(a, i));
-          if (!e.ok() || !*e) return e;
-        }
+        absl::StatusOr<bool> e = EndlessItems(a);
+        if (!e.ok() || !*e) return e;
       }
     }
     if (m.types & kObjT) {
@@ -323,18 +321,22 @@ absl::StatusOr<std::optional<std::vector<const Json*>>> Converter::FiniteValues(
   return Out(std::vector<const Json*>(values.begin(), values.end()));
 }
 
-absl::StatusOr<int32_t> Converter::DistinctOrPlain(const ArrayC& a, int depth) {
-  ArrayC plain = a;
-  plain.unique = false;
-  bool endless = true;
-  for (size_t i = 0; i <= a.prefix.size() && endless; ++i) {
+absl::StatusOr<bool> Converter::EndlessItems(const ArrayC& a) {
+  for (size_t i = 0; i <= a.prefix.size(); ++i) {
     const TermSet& ts = ItemTerms(a, i);
     if (i == a.prefix.size() && IsFalseSet(ts)) break;
     absl::StatusOr<bool> e = EndlessValues(ts);
-    if (!e.ok()) return e.status();
-    endless = *e;
+    if (!e.ok() || !*e) return e;
   }
-  if (endless) return ArrayExpr(plain, depth, /*distinct=*/true);
+  return true;
+}
+
+absl::StatusOr<int32_t> Converter::DistinctOrPlain(const ArrayC& a, int depth) {
+  ArrayC plain = a;
+  plain.unique = false;
+  absl::StatusOr<bool> endless = EndlessItems(a);
+  if (!endless.ok()) return endless.status();
+  if (*endless) return ArrayExpr(plain, depth, /*distinct=*/true);
   GRAMMARD_RETURN_IF_ERROR(Unsupported(
       a.unique_loc, "uniqueItems",
       absl::StrCat("unique items are enforced among at most ", kMaxUniqueValues,

@@ -392,6 +392,8 @@ class Converter {
   // whatever follows, an integer's `1.0` only ever one), nor null, booleans
   // or listed values.
   absl::StatusOr<bool> EndlessValues(const TermSet& ts);
+  // EndlessValues for every item an array may hold.
+  absl::StatusOr<bool> EndlessItems(const ArrayC& a);
   // Every value `ts` allows, when they are few and listed (enum, const,
   // null, booleans); nullopt otherwise.
   absl::StatusOr<std::optional<std::vector<const Json*>>> FiniteValues(
