@@ -27,7 +27,8 @@ struct GrammarData;
 // different masks (or a refusal to a grammar); caches of compiled grammars,
 // and of refusals, key on it. 2: uniqueItems kept at run time (distinct
 // rules), so a fleet cache must not serve the refusals older daemons stored.
-inline constexpr char kEngineVersion[] = "grammard-engine-2";
+// 3: required members of large objects in any order counted at run time.
+inline constexpr char kEngineVersion[] = "grammard-engine-3";
 
 class CompiledGrammar {
  public:

@@ -73,14 +73,19 @@ std::vector<bool> RepeatedManyTimes(const Grammar& g) {
   return many;
 }
 
-// Distinct rules and the rules that call them stay calls: a matcher keeps a
-// distinct rule's values per frame of its caller (engine/stack.h), so the
-// caller must have frames of its own, and each value must end in a return.
+// Rules with run-time conditions, and the rules that call distinct rules or
+// counted members, stay calls: a matcher keeps a distinct rule's values, and
+// the members counted, per frame of the caller (engine/stack.h), so the
+// caller must have frames of its own, and each value or member must end in
+// a return; a rule with required members checks them at its own return.
 std::vector<bool> KeptAsCalls(const Grammar& g) {
   std::vector<bool> kept(g.rules.size(), false);
   std::vector<int32_t> stack;
+  auto reported = [&](int32_t r) {
+    return g.rules[r].distinct || g.rules[r].member_bit >= 0;
+  };
   for (size_t r = 0; r < g.rules.size(); ++r) {
-    if (g.rules[r].distinct) kept[r] = true;
+    if (reported(r) || g.rules[r].required_members != 0) kept[r] = true;
   }
   if (std::find(kept.begin(), kept.end(), true) == kept.end()) return kept;
   std::vector<size_t> seen_in(g.exprs.size(), g.rules.size());
@@ -92,7 +97,7 @@ std::vector<bool> KeptAsCalls(const Grammar& g) {
       if (seen_in[e] == r) continue;
       seen_in[e] = r;
       const Expr& x = g.exprs[e];
-      if (x.kind == ExprKind::kRuleRef && g.rules[x.rule].distinct) {
+      if (x.kind == ExprKind::kRuleRef && reported(x.rule)) {
         kept[r] = true;
       }
       stack.insert(stack.end(), x.children.begin(), x.children.end());
@@ -788,6 +793,14 @@ absl::StatusOr<CompiledGrammar> GrammarCompiler::Compile(
       distinct[r] = g.rules[r].distinct;
     }
     pda->MarkDistinct(distinct);
+    std::vector<int8_t> member_bit(g.rules.size(), -1);
+    std::vector<uint64_t> required(g.rules.size(), 0);
+    for (size_t r = 0; r < g.rules.size(); ++r) {
+      member_bit[r] = g.rules[r].member_bit;
+      required[r] = g.rules[r].required_members;
+    }
+    pda->MarkMembers(member_bit, required);
+    GRAMMARD_RETURN_IF_ERROR(internal::CheckRequiredMembersEndOnBytes(*pda));
     GRAMMARD_RETURN_IF_ERROR(internal::CheckDistinctValuesEndless(*pda));
   }
   absl::StatusOr<std::shared_ptr<const internal::GrammarData>> data =

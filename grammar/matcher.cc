@@ -22,7 +22,7 @@ void GrammarMatcher::Start() {
   history_.clear();
   terminated_ = false;
   const internal::Pda& pda = grammar_.data().pda;
-  if (pda.has_distinct()) stepper_.Track();
+  if (pda.has_distinct() || pda.has_members()) stepper_.Track();
   int32_t root = stepper_.Add(&pool_, pda.RuleStart(pda.root_rule()), kBottom);
   internal::CloseFlags flags = stepper_.Close(&pool_, &root, 1, &scan_);
   history_.push_back({0, scan_.size(), pool_.size(), 0, flags.bottom, false});
@@ -144,11 +144,26 @@ void GrammarMatcher::PlanMask() {
   sets_.clear();
   reads_.clear();
   in_value_ = false;
+  lacking_ = false;
+  kept_sets_.clear();
   if (terminated_) return;
   if (data.pda.has_distinct()) {
     for (const int32_t* it = scan_begin(); it != scan_end() && !in_value_;
          ++it) {
       in_value_ = InValue(*it);
+    }
+  }
+  if (data.pda.has_members()) {
+    for (const int32_t* it = scan_begin(); it != scan_end(); ++it) {
+      const int32_t state = pool_[*it].state;
+      if (data.pda.MayEndRequiring(data.pda.StateRule(state))) {
+        lacking_ = true;
+      } else {
+        // Tokens read within this top's rule end no rule that requires
+        // members (CheckRequiredMembersEndOnBytes): its own set holds.
+        kept_sets_.push_back(&data.table.For(state)->accepted);
+        lacking_ = lacking_ || InLackingFrame(*it);
+      }
     }
   }
   if (scan_end() - scan_begin() > 1) {
@@ -197,11 +212,24 @@ bool GrammarMatcher::InValue(int32_t top) const {
   return false;
 }
 
+bool GrammarMatcher::InLackingFrame(int32_t top) const {
+  const internal::Pda& pda = grammar_.data().pda;
+  const internal::ValueLog& log = stepper_.values();
+  for (int32_t id = top; id >= 0; id = pool_[id].parent) {
+    const int32_t rule = pda.StateRule(pool_[id].state);
+    if (!pda.InsideRequiring(rule)) return false;
+    const uint64_t required = pda.RequiredMembers(rule);
+    if ((log.side(id).members & required) != required) return true;
+  }
+  return false;
+}
+
 bool GrammarMatcher::NextMaskKey(std::vector<uintptr_t>* key) {
   PlanMask();
   key->clear();
-  // Inside a distinct value the mask depends on the values seen.
-  if (!reads_.empty() || in_value_) return false;
+  // Inside a distinct value, or a frame lacking required members, the mask
+  // depends on what was seen.
+  if (!reads_.empty() || in_value_ || lacking_) return false;
   key->push_back(reinterpret_cast<uintptr_t>(&grammar_.data()));
   key->push_back((terminated_ ? 2u : 0u) | (CanTerminate() ? 1u : 0u));
   for (const internal::TokenSet* set : sets_) {
@@ -246,6 +274,25 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
         word &= ~(1u << (id & 31));
         reading_.push_back(id);
       }
+    }
+    stepper_.ReadSorted(&pool_, scan_begin(), scan_end(), vocab, reading_,
+                        allow_readable);
+  }
+  if (lacking_) {
+    // Likewise a token that may end a rule requiring members, unless some
+    // stack reads it within a rule that cannot end one.
+    reading_.clear();
+    for (int32_t id : grammar_.data().required_ending_tokens) {
+      uint32_t& word = row[id >> 5];
+      if (!(word & (1u << (id & 31)))) continue;
+      if (std::any_of(kept_sets_.begin(), kept_sets_.end(),
+                      [id](const internal::TokenSet* set) {
+                        return set->Contains(id);
+                      })) {
+        continue;
+      }
+      word &= ~(1u << (id & 31));
+      reading_.push_back(id);
     }
     stepper_.ReadSorted(&pool_, scan_begin(), scan_end(), vocab, reading_,
                         allow_readable);

@@ -145,6 +145,9 @@ class GrammarMatcher {
   void PlanMask();
   // Whether the stack of `top` is inside a value of a distinct rule.
   bool InValue(int32_t top) const;
+  // Whether some frame of the stack of `top` lacks members its rule
+  // requires (Pda::RequiredMembers).
+  bool InLackingFrame(int32_t top) const;
 
   struct Read {
     const int32_t* top;  // into scan_
@@ -163,6 +166,10 @@ class GrammarMatcher {
   std::vector<int32_t> tops_;     // the stack tops' states, for WalkTogether
   std::vector<int32_t> reading_;  // stack-dependent tokens to read
   bool in_value_ = false;
+  // Whether a token may end a rule lacking required members (or one that
+  // may start within the token) and the tokens sets that cannot: PlanMask's.
+  bool lacking_ = false;
+  std::vector<const internal::TokenSet*> kept_sets_;
 };
 
 // Fills the mask rows of a batch: row i, at masks + i * stride_words, for

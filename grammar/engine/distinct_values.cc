@@ -1,6 +1,8 @@
 #include "grammar/engine/distinct_values.h"
 
 #include <array>
+#include <functional>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "grammar/base/scc.h"
@@ -222,14 +224,15 @@ absl::Status CheckDistinctValuesEndless(const Pda& pda) {
   return absl::OkStatus();
 }
 
-std::vector<int32_t> TokensThatMayEndValues(const Pda& pda,
-                                            const TokenIndex& index) {
+namespace {
+
+// The tokens holding a byte that, read from a state of a rule `from` marks,
+// may end a rule `ends` marks, or a rule whose end ends one: called from
+// one (or from such a rule) into a state that may end.
+std::vector<int32_t> TokensThatMayEnd(
+    const Pda& pda, const TokenIndex& index, std::vector<uint8_t> ends,
+    const std::function<bool(int32_t)>& from) {
   std::vector<int32_t> out;
-  if (!pda.has_distinct()) return out;
-  // Rules whose end may end a value: the distinct rules, and the rules
-  // called from them (or from such rules) into a state that may end.
-  std::vector<uint8_t> ends(pda.num_rules(), 0);
-  for (int32_t r = 0; r < pda.num_rules(); ++r) ends[r] = pda.IsDistinct(r);
   for (bool changed = true; changed;) {
     changed = false;
     for (int32_t s = 0; s < pda.num_states(); ++s) {
@@ -244,7 +247,7 @@ std::vector<int32_t> TokensThatMayEndValues(const Pda& pda,
   }
   std::array<bool, 256> ending{};
   for (int32_t s = 0; s < pda.num_states(); ++s) {
-    if (!pda.InsideDistinct(pda.StateRule(s))) continue;
+    if (!from(pda.StateRule(s))) continue;
     for (int b = 0; b < 256; ++b) {
       const int32_t t = pda.Next(s, static_cast<uint8_t>(b));
       if (t != Pda::kDead && pda.IsFinal(t) && ends[pda.StateRule(t)]) {
@@ -261,6 +264,45 @@ std::vector<int32_t> TokensThatMayEndValues(const Pda& pda,
     }
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<int32_t> TokensThatMayEndValues(const Pda& pda,
+                                            const TokenIndex& index) {
+  if (!pda.has_distinct()) return {};
+  std::vector<uint8_t> ends(pda.num_rules(), 0);
+  for (int32_t r = 0; r < pda.num_rules(); ++r) ends[r] = pda.IsDistinct(r);
+  return TokensThatMayEnd(pda, index, std::move(ends), [&](int32_t rule) {
+    return pda.InsideDistinct(rule);
+  });
+}
+
+absl::Status CheckRequiredMembersEndOnBytes(const Pda& pda) {
+  for (int32_t s = 0; s < pda.num_states(); ++s) {
+    const int32_t rule = pda.StateRule(s);
+    if (pda.RequiredMembers(rule) == 0) continue;
+    for (const PdaCall* c = pda.CallsBegin(s); c != pda.CallsEnd(s); ++c) {
+      if (pda.IsFinal(c->return_state)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "rule \"", pda.RuleName(rule),
+            "\" requires members but may end right after a call of \"",
+            pda.RuleName(c->rule), "\" returns"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<int32_t> TokensThatMayEndRequiring(const Pda& pda,
+                                               const TokenIndex& index) {
+  if (!pda.has_members()) return {};
+  std::vector<uint8_t> ends(pda.num_rules(), 0);
+  for (int32_t r = 0; r < pda.num_rules(); ++r) {
+    ends[r] = pda.RequiredMembers(r) != 0;
+  }
+  return TokensThatMayEnd(pda, index, std::move(ends),
+                          [](int32_t) { return true; });
 }
 
 }  // namespace grammard::grammar::internal

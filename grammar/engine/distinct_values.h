@@ -1,6 +1,8 @@
-// What a compiled grammar with distinct rules (Pda::IsDistinct) needs beyond
-// its automata: a check that its values can always be kept apart, and the
-// tokens whose masks a matcher reads for real inside such values.
+// What a compiled grammar with run-time conditions needs beyond its
+// automata. Distinct rules (Pda::IsDistinct): a check that their values can
+// always be kept apart, and the tokens whose masks a matcher reads for real
+// inside such values. Counted members (Pda::RequiredMembers): the same two
+// (at the end of this header).
 //
 // A matcher drops a stack the moment a distinct value ends equal to one its
 // frame has seen (stack.h). That keeps the language exact, and the mask exact
@@ -41,6 +43,22 @@ absl::Status CheckDistinctValuesEndless(const Pda& pda);
 // rules. O(states x 256 + calls x rounds + vocabulary bytes).
 std::vector<int32_t> TokensThatMayEndValues(const Pda& pda,
                                             const TokenIndex& index);
+
+// Counted members (Pda::RequiredMembers) are kept the same way: a stack
+// ends where a rule would return without the members it requires. For the
+// mask to stay exact that way, each requirement must stay reachable, which
+// the front end sees to, and no call may return into a state where such a
+// rule ends: then a token read within a rule that neither requires members
+// nor calls one (a string, a number) cannot end one on the way, and its own
+// tables hold. InvalidArgument naming the rule when some call does; OK
+// without such rules.
+absl::Status CheckRequiredMembersEndOnBytes(const Pda& pda);
+
+// The tokens, in the index's byte order, holding a byte that may end a rule
+// with required members (an object's closing brace): where a frame below
+// lacks some, only they need reading for real. Empty without such rules.
+std::vector<int32_t> TokensThatMayEndRequiring(const Pda& pda,
+                                               const TokenIndex& index);
 
 }  // namespace grammard::grammar::internal
 

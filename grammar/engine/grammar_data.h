@@ -27,7 +27,8 @@ struct GrammarData {
       : index(std::move(index_in)),
         pda(std::move(pda_in)),
         table(pda, *index),
-        value_ending_tokens(TokensThatMayEndValues(pda, *index)) {}
+        value_ending_tokens(TokensThatMayEndValues(pda, *index)),
+        required_ending_tokens(TokensThatMayEndRequiring(pda, *index)) {}
 
   std::shared_ptr<const TokenIndex> index;
   Pda pda;
@@ -36,6 +37,9 @@ struct GrammarData {
   // With distinct rules, the tokens a matcher reads for real inside their
   // values (distinct_values.h).
   std::vector<int32_t> value_ending_tokens;
+  // With required members, the tokens a matcher reads for real where a
+  // frame lacks some (distinct_values.h).
+  std::vector<int32_t> required_ending_tokens;
 };
 
 // The data of a grammar just compiled: states grouped, none classified yet.

@@ -382,7 +382,9 @@ size_t Pda::MemoryBytes() const {
                  (rule_start_.size() + state_rule_.size()) * sizeof(int32_t);
   for (const auto& r : return_states_) bytes += r.size() * sizeof(int32_t);
   for (const auto& n : rule_names_) bytes += n.size();
-  return bytes + distinct_.size() + inside_distinct_.size();
+  return bytes + distinct_.size() + inside_distinct_.size() +
+         member_bit_.size() + required_.size() * sizeof(uint64_t) +
+         inside_requiring_.size() + may_end_requiring_.size();
 }
 
 }  // namespace grammard::grammar::internal
@@ -433,6 +435,8 @@ void Pda::Save(ByteWriter* out) const {
   for (const std::string& name : rule_names_) out->PutString(name);
   for (const std::vector<int32_t>& r : return_states_) out->PutVector(r);
   out->PutVector(distinct_);
+  out->PutVector(member_bit_);
+  out->PutVector(required_);
 }
 
 void Pda::MarkDistinct(const std::vector<uint8_t>& distinct) {
@@ -444,29 +448,59 @@ void Pda::MarkDistinct(const std::vector<uint8_t>& distinct) {
   }
   // Tail calls are found anew below (FindReturnStates).
   distinct_.assign(distinct.begin(), distinct.end());
-  // Rules a distinct rule reaches by calls.
-  inside_distinct_ = distinct_;
-  std::vector<int32_t> work;
-  for (int32_t r = 0; r < num_rules(); ++r) {
-    if (distinct_[r]) work.push_back(r);
-  }
-  std::vector<std::vector<int32_t>> callees(num_rules());
+  inside_distinct_ = Reached(distinct_, /*callees=*/true);
+  FindReturnStates();
+}
+
+void Pda::MarkMembers(const std::vector<int8_t>& member_bit,
+                      const std::vector<uint64_t>& required) {
+  member_bit_.clear();
+  required_.clear();
+  inside_requiring_.clear();
+  may_end_requiring_.clear();
+  const bool any = std::any_of(member_bit.begin(), member_bit.end(),
+                               [](int8_t b) { return b >= 0; }) ||
+                   std::any_of(required.begin(), required.end(),
+                               [](uint64_t r) { return r != 0; });
+  if (!any) return;
+  member_bit_.assign(member_bit.begin(), member_bit.end());
+  required_.assign(required.begin(), required.end());
+  std::vector<uint8_t> requiring(num_rules(), 0);
+  for (int32_t r = 0; r < num_rules(); ++r) requiring[r] = required_[r] != 0;
+  inside_requiring_ = Reached(requiring, /*callees=*/true);
+  may_end_requiring_ = Reached(requiring, /*callees=*/false);
+  FindReturnStates();
+}
+
+std::vector<uint8_t> Pda::Reached(const std::vector<uint8_t>& from,
+                                  bool callees) const {
+  // Per rule, the rules it calls (callees) or is called by (callers).
+  std::vector<std::vector<int32_t>> next(num_rules());
   for (int32_t s = 0; s < num_states(); ++s) {
     for (const PdaCall* c = CallsBegin(s); c != CallsEnd(s); ++c) {
-      callees[StateRule(s)].push_back(c->rule);
+      if (callees) {
+        next[StateRule(s)].push_back(c->rule);
+      } else {
+        next[c->rule].push_back(StateRule(s));
+      }
     }
+  }
+  std::vector<uint8_t> reached = from;
+  std::vector<int32_t> work;
+  for (int32_t r = 0; r < num_rules(); ++r) {
+    if (reached[r]) work.push_back(r);
   }
   while (!work.empty()) {
     const int32_t r = work.back();
     work.pop_back();
-    for (int32_t t : callees[r]) {
-      if (!inside_distinct_[t]) {
-        inside_distinct_[t] = 1;
+    for (int32_t t : next[r]) {
+      if (!reached[t]) {
+        reached[t] = 1;
         work.push_back(t);
       }
     }
   }
-  FindReturnStates();
+  return reached;
 }
 
 absl::StatusOr<Pda> Pda::Load(ByteReader* in) {
@@ -543,8 +577,22 @@ absl::StatusOr<Pda> Pda::Load(ByteReader* in) {
   if (!distinct.empty() && distinct.size() != static_cast<size_t>(rules)) {
     return in->Malformed();
   }
+  std::vector<int8_t> member_bit;
+  std::vector<uint64_t> required;
+  if (!in->GetVector(&member_bit) || !in->GetVector(&required)) {
+    return in->status();
+  }
+  if (member_bit.size() != required.size() ||
+      (!member_bit.empty() &&
+       member_bit.size() != static_cast<size_t>(rules))) {
+    return in->Malformed();
+  }
+  for (int8_t b : member_bit) {
+    if (b < -1 || b > 63) return in->Malformed();
+  }
   pda.ComputeHasBytes();
   pda.MarkDistinct(distinct);
+  pda.MarkMembers(member_bit, required);
   return pda;
 }
 

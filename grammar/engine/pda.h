@@ -100,10 +100,17 @@ class Pda {
   // neither its rule nor its caller's is distinct (a distinct call's frame
   // keeps its values; a distinct rule's values end in a return of their
   // own).
+  // Nor does a call of or from a counted member (its own return sets a bit
+  // of its caller's frame), or a call returning into a rule with required
+  // members (which checks them at its own return).
   bool IsTailCall(const PdaCall& c) const {
     return IsTail(c.return_state) &&
            (distinct_.empty() ||
-            (!distinct_[c.rule] && !distinct_[StateRule(c.return_state)]));
+            (!distinct_[c.rule] && !distinct_[StateRule(c.return_state)])) &&
+           (member_bit_.empty() ||
+            (member_bit_[c.rule] < 0 &&
+             member_bit_[StateRule(c.return_state)] < 0 &&
+             required_[StateRule(c.return_state)] == 0));
   }
   // Every state a stack top of `rule` may find right below it: the return
   // states of its calls, seen through tail calls.
@@ -127,6 +134,39 @@ class Pda {
   // Marks the distinct rules (per rule, nonzero: distinct); none leaves the
   // Pda as it was.
   void MarkDistinct(const std::vector<uint8_t>& distinct);
+
+  // Members counted at run time (grammar_ir.h's Rule::member_bit and
+  // required_members): a return from a rule with a member bit sets it in the
+  // caller's frame; a rule with required members returns only once its
+  // frame has them all. InsideRequiring(rule): a rule with required members
+  // reaches it by calls (or it is one), so a stack of it may be inside such
+  // a frame. MayEndRequiring(rule): reading bytes from a state of the rule,
+  // without leaving it, may end a rule with required members (it is one, or
+  // calls one), so its own tables cannot tell. has_members(): some rule
+  // counts or is counted.
+  int MemberBit(int32_t rule) const {
+    return member_bit_.empty() ? -1 : member_bit_[rule];
+  }
+  uint64_t RequiredMembers(int32_t rule) const {
+    return required_.empty() ? 0 : required_[rule];
+  }
+  bool InsideRequiring(int32_t rule) const {
+    return !inside_requiring_.empty() && inside_requiring_[rule] != 0;
+  }
+  bool MayEndRequiring(int32_t rule) const {
+    return !may_end_requiring_.empty() && may_end_requiring_[rule] != 0;
+  }
+  bool has_members() const { return !member_bit_.empty(); }
+  // Whether a return from `rule` is more than a pop: a distinct value's end,
+  // a member counted or members required.
+  bool ReturnIsChecked(int32_t rule) const {
+    return IsDistinct(rule) || MemberBit(rule) >= 0 ||
+           RequiredMembers(rule) != 0;
+  }
+  // Marks them (per rule: -1 or the bit; the required bits); none leaves
+  // the Pda as it was.
+  void MarkMembers(const std::vector<int8_t>& member_bit,
+                   const std::vector<uint64_t>& required);
 
   // Which states of `rule` read alike for their next few bytes, whatever
   // lies below them: for k = 0..depth, states of one class at level k accept,
@@ -184,6 +224,10 @@ class Pda {
   void ComputeHasBytes();
   // return_states_ from the calls.
   void FindReturnStates();
+  // The rules `from` marks, with those they reach by calls (callees) or
+  // that reach them (callers otherwise).
+  std::vector<uint8_t> Reached(const std::vector<uint8_t>& from,
+                               bool callees) const;
 
   // An allocator whose resize leaves ints unset: the transition table is
   // filled by memset right after (zeroing it first doubled the cost of
@@ -223,6 +267,11 @@ class Pda {
   // Per rule when some rule is distinct, else empty.
   std::vector<uint8_t> distinct_;
   std::vector<uint8_t> inside_distinct_;
+  // Per rule when some rule counts members or is counted, else empty.
+  std::vector<int8_t> member_bit_;
+  std::vector<uint64_t> required_;
+  std::vector<uint8_t> inside_requiring_;
+  std::vector<uint8_t> may_end_requiring_;
 };
 
 // Byte moves of `s` as runs with one target, (first byte, to(target)), a

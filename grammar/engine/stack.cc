@@ -69,7 +69,10 @@ int32_t Stepper::Intern(StackPool* pool, int32_t state, int32_t parent) {
 int32_t Stepper::AddLike(StackPool* pool, int32_t state, int32_t parent,
                          int32_t from) {
   NodeSide side;
-  if (from >= 0) side.seen = values_.side(from).seen;
+  if (from >= 0) {
+    side.seen = values_.side(from).seen;
+    side.members = values_.side(from).members;
+  }
   values_.Append(side);
   return pool->Add(state, parent);
 }
@@ -111,8 +114,44 @@ int32_t Stepper::Record(StackPool* pool, int32_t frame) {
   const StackNode node = (*pool)[frame];
   values_.AppendRecord(values_.side(frame).seen, hash, key_);
   const int32_t id = pool->Add(node.state, node.parent);
+  values_.side(id).members = values_.side(frame).members;
   made_.Insert(made_key, id);
   return id;
+}
+
+int32_t Stepper::CountMember(StackPool* pool, int32_t frame, int bit) {
+  const uint64_t mask = uint64_t{1} << bit;
+  if (values_.side(frame).members & mask) return frame;
+  // Keyed apart from Intern's and Record's (no state is 0xFFFFFExx).
+  const uint64_t made_key =
+      (uint64_t{0xFFFFFE00u | static_cast<uint32_t>(bit)} << 32) |
+      static_cast<uint32_t>(frame);
+  int32_t id = made_.Find(made_key);
+  if (id >= 0) return id;
+  NodeSide side = values_.side(frame);
+  side.members |= mask;
+  values_.Append(side);
+  const StackNode node = (*pool)[frame];
+  id = pool->Add(node.state, node.parent);
+  made_.Insert(made_key, id);
+  return id;
+}
+
+bool Stepper::Return(StackPool* pool, int32_t id, int32_t* to) {
+  const Pda& pda = *pda_;
+  const StackNode node = (*pool)[id];
+  const int32_t rule = pda.StateRule(node.state);
+  const uint64_t required = pda.RequiredMembers(rule);
+  if ((values_.side(id).members & required) != required) return false;
+  *to = node.parent;
+  if (node.parent < 0) return true;
+  if (pda.IsDistinct(rule)) {
+    *to = Record(pool, *to);
+    if (*to < 0) return false;
+  }
+  const int bit = pda.MemberBit(rule);
+  if (bit >= 0) *to = CountMember(pool, *to, bit);
+  return true;
 }
 
 bool Stepper::Seen(int32_t head, uint64_t hash, std::string_view key) {
@@ -188,11 +227,10 @@ bool Stepper::CloseChain(StackPool* pool_in, int32_t seed,
     if (pda.HasBytes(node.state)) scan->push_back(id);
     if (id == seed) after_seed = scan->size();
     if (!pda.IsFinal(node.state)) break;
-    // A value ending depends on the text: the general walk records it.
+    // A checked return (a value ending, a member counted or required ones
+    // checked) depends on the node's side: the general walk takes it.
     if constexpr (kTracking) {
-      if (node.parent >= 0 && pda.IsDistinct(pda.StateRule(node.state))) {
-        return false;
-      }
+      if (pda.ReturnIsChecked(pda.StateRule(node.state))) return false;
     }
     id = node.parent;
   }
@@ -252,7 +290,7 @@ CloseFlags Stepper::CloseT(StackPool* pool_in, const int32_t* seeds, size_t n,
     scan->resize(mark);
     flags = CloseFlags();
   }
-  const bool plain = !pda.has_distinct();
+  const bool plain = !pda.has_distinct() && !pda.has_members();
   work_.assign(seeds, seeds + n);
   seen_.Clear();
   while (!work_.empty()) {
@@ -285,11 +323,10 @@ CloseFlags Stepper::CloseT(StackPool* pool_in, const int32_t* seeds, size_t n,
       }
     } else {
       if (pda.IsFinal(node.state)) {
-        if (node.parent >= 0 && pda.IsDistinct(pda.StateRule(node.state))) {
-          const int32_t record = Record(&pool, node.parent);
-          if (record >= 0) work_.push_back(record);
-        } else {
-          work_.push_back(node.parent);
+        int32_t to = node.parent;
+        if (!pda.ReturnIsChecked(pda.StateRule(node.state)) ||
+            Return(&pool, id, &to)) {
+          work_.push_back(to);
         }
       }
       for (const PdaCall* c = pda.CallsBegin(node.state);

@@ -20,6 +20,12 @@
 // walks that classify tokens (and grammars without distinct rules) run the
 // plain code.
 //
+// Counted members (Pda::MemberBit, RequiredMembers) are kept the same way:
+// a node's side holds the bits its instance has seen; a return from a
+// counted member sets its bit in the caller's frame (a copy of the frame
+// node), and a return from a rule with required members goes on only when
+// its frame holds them all.
+//
 // Two parent values are not nodes: kBottom lies below the root rule (reaching
 // it means the whole text may end here) and kOpen stands for an unknown
 // caller (used when classifying tokens for one state in isolation; reaching
@@ -88,6 +94,8 @@ struct NodeSide {
   int32_t prev = -1;
   uint64_t hash = 0;
   uint32_t key_begin = 0, key_end = 0;
+  // The counted members the instance has seen (Pda::MemberBit).
+  uint64_t members = 0;
 };
 
 // Append-only; truncating to an earlier size undoes later pushes, which is
@@ -307,6 +315,12 @@ class Stepper {
   // The record of a value of `frame`'s distinct call ending here, or -1
   // when the instance has seen that value (see the file comment).
   int32_t Record(StackPool* pool, int32_t frame);
+  // Where node `id`, in a final state of a rule whose return is checked
+  // (Pda::ReturnIsChecked), returns to: its parent, a record or a copy of
+  // the parent with the member counted; false when the stack ends there.
+  bool Return(StackPool* pool, int32_t id, int32_t* to);
+  // `frame` with member `bit` counted: the very node when it was already.
+  int32_t CountMember(StackPool* pool, int32_t frame, int bit);
   // Whether the records from `head` down hold `key`. The records of the
   // last list asked about are kept by hash, so a mask that reads many
   // tokens ending values into one array compares each with O(1) records,

@@ -44,6 +44,11 @@ TokenSet TokenSet::FromIds(std::vector<int32_t> ids, int32_t words) {
   return set;
 }
 
+bool TokenSet::Contains(int32_t id) const {
+  if (!bits_.empty()) return (bits_[id >> 5] >> (id & 31)) & 1u;
+  return std::find(ids_.begin(), ids_.end(), id) != ids_.end();
+}
+
 void TokenSet::AddTo(uint32_t* row, int32_t words, bool* clean) const {
   if (!bits_.empty()) {
     if (*clean) {

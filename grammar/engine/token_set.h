@@ -27,6 +27,8 @@ class TokenSet {
   // all zeros (cleared by the first call that writes it), which lets a
   // bitset be copied rather than merged.
   void AddTo(uint32_t* row, int32_t words, bool* clean) const;
+  // O(1) for a bitset, O(ids) otherwise.
+  bool Contains(int32_t id) const;
   bool is_bitset() const { return !bits_.empty(); }
   bool empty() const { return bits_.empty() && ids_.empty(); }
   size_t MemoryBytes() const;

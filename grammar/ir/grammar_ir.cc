@@ -548,8 +548,18 @@ absl::Status Grammar::Validate() const {
     return absl::InvalidArgumentError(
         "invalid grammar: the root rule cannot be distinct (no rule calls it)");
   }
+  if (rules[root].member_bit >= 0) {
+    return absl::InvalidArgumentError(
+        "invalid grammar: the root rule cannot count as a member (no rule "
+        "calls it)");
+  }
   std::set<std::string_view> names;
   for (const Rule& rule : rules) {
+    if (rule.member_bit < -1 || rule.member_bit > 63) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid grammar: rule \"", rule.name,
+                       "\" has member bit ", rule.member_bit, " (0 to 63)"));
+    }
     if (!IsValidRuleName(rule.name)) {
       return absl::InvalidArgumentError(
           absl::StrCat("invalid grammar: bad rule name \"", rule.name, "\""));
@@ -582,7 +592,11 @@ bool StructurallyEqual(const Grammar& a, const Grammar& b) {
   if (a.root != b.root || a.rules.size() != b.rules.size()) return false;
   for (size_t i = 0; i < a.rules.size(); ++i) {
     if (a.rules[i].name != b.rules[i].name) return false;
-    if (a.rules[i].distinct != b.rules[i].distinct) return false;
+    if (a.rules[i].distinct != b.rules[i].distinct ||
+        a.rules[i].member_bit != b.rules[i].member_bit ||
+        a.rules[i].required_members != b.rules[i].required_members) {
+      return false;
+    }
     if (!ExprsEqual(a, a.rules[i].body, b, b.rules[i].body)) return false;
   }
   return true;

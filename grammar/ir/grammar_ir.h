@@ -114,6 +114,17 @@ struct Rule {
   // sequence could run out of distinct values midway; the compiler refuses
   // one that might. ToString does not print it.
   bool distinct = false;
+  // Members counted at run time (JSON Schema's `required`, for objects whose
+  // members may come in any order and too many to count in the grammar): a
+  // call of a rule with member_bit b (0..63) sets bit b of its caller's
+  // frame when it returns, and a rule with required_members ends only once
+  // its frame holds all of those bits (engine/stack.h). Such rules, and the
+  // rules calling the former, are never copied into their callers. The
+  // front end must keep every requirement reachable (a required member may
+  // always come next), or a sequence could be left with nothing allowed.
+  // ToString does not print them.
+  int8_t member_bit = -1;
+  uint64_t required_members = 0;
 };
 
 // See the file comment. A passive value: the Add* helpers only append, and

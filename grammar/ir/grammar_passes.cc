@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -196,16 +197,22 @@ Grammar MergeEqualRules(Grammar grammar) {
       }
     }
   }
-  // A distinct rule is never one with a plain rule: they start apart, with
-  // the classes kept dense (refinement's work grows with their number).
-  if (std::any_of(grammar.rules.begin(), grammar.rules.end(),
-                  [](const Rule& r) { return r.distinct; })) {
-    std::map<std::pair<int32_t, bool>, int32_t> dense;
+  // Rules with different run-time conditions (distinct, member counting)
+  // are never one: they start apart, with the classes kept dense
+  // (refinement's work grows with their number).
+  if (std::any_of(
+          grammar.rules.begin(), grammar.rules.end(), [](const Rule& r) {
+            return r.distinct || r.member_bit >= 0 || r.required_members != 0;
+          })) {
+    std::map<std::tuple<int32_t, bool, int8_t, uint64_t>, int32_t> dense;
     for (int32_t r = 0; r < n; ++r) {
-      cls[r] = dense
-                   .emplace(std::make_pair(cls[r], grammar.rules[r].distinct),
-                            static_cast<int32_t>(dense.size()))
-                   .first->second;
+      const Rule& rule = grammar.rules[r];
+      cls[r] =
+          dense
+              .emplace(std::make_tuple(cls[r], rule.distinct, rule.member_bit,
+                                       rule.required_members),
+                       static_cast<int32_t>(dense.size()))
+              .first->second;
     }
   }
   // Moore's refinement from the shapes: a round splits rules whose

@@ -181,8 +181,10 @@ absl::StatusOr<Grammar> LowerToBytes(const Grammar& grammar,
     }
   }
   for (const Rule& rule : grammar.rules) {
-    out.rules[out.AddRule(rule.name, new_index[rule.body])].distinct =
-        rule.distinct;
+    Rule& copy = out.rules[out.AddRule(rule.name, new_index[rule.body])];
+    copy.distinct = rule.distinct;
+    copy.member_bit = rule.member_bit;
+    copy.required_members = rule.required_members;
   }
   out.root = grammar.root;
   GRAMMARD_RETURN_IF_ERROR(CheckSizeLimit(out, limits));

@@ -52,5 +52,36 @@ TEST(GrammarWalkTest, UniqueItemsForkJumpAndRollBack) {
   }
 }
 
+// The same over the members an object counts at run time (required ones
+// past six, in any order: grammar/required_members_test.cc checks the masks).
+TEST(GrammarWalkTest, RequiredMembersForkJumpAndRollBack) {
+  const grammar::GrammarCompiler compiler(FuzzVocabulary());
+  std::string properties, required;
+  for (char name = 'a'; name <= 'i'; ++name) {
+    properties += std::string(name == 'a' ? "" : ",") + "\"" + name +
+                  "\":{\"type\":\"" + (name % 2 ? "string" : "integer") + "\"}";
+    if (name <= 'g')
+      required += std::string(name == 'a' ? "" : ",") + "\"" + name + "\"";
+  }
+  grammar::JsonSchemaOptions options;
+  options.property_order = grammar::JsonPropertyOrder::kAnyRepeatable;
+  auto converted = grammar::JsonSchemaToGrammar(
+      R"({"type":"array","items":{"type":"object","properties":{)" +
+          properties + R"(},"required":[)" + required + "]}}",
+      options);
+  ASSERT_TRUE(converted.ok()) << converted.status();
+  auto compiled = compiler.Compile(std::move(converted->grammar));
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  std::mt19937 rng(5);
+  for (int walk = 0; walk < 200; ++walk) {
+    std::vector<uint8_t> choices(120);
+    for (uint8_t& c : choices) {
+      const uint32_t r = rng() % 16;
+      c = r == 0 ? 0xff : r == 1 ? 0xfe : static_cast<uint8_t>(rng() % 0xfd);
+    }
+    WalkGrammar(*compiled, choices.data(), choices.size());
+  }
+}
+
 }  // namespace
 }  // namespace grammard::fuzz

@@ -94,10 +94,13 @@ enum class JsonPropertyOrder {
   kAnyRepeatable,  // kAnyWhenSmall, and larger objects in any order too
                    // where a declared member may appear more than once
                    // (each occurrence valid, so whichever one a parser
-                   // keeps is valid); rules grow as 2^(required ones).
-                   // Objects with min/maxProperties, a negated
-                   // additionalProperties or more than 6 required
-                   // properties stay as written.
+                   // keeps is valid); rules grow as 2^(required ones),
+                   // and past 6 required ones (up to 64) the matcher
+                   // counts them at run time instead (a frame's bits;
+                   // masks there read the tokens that may close the
+                   // object for real). Objects with min/maxProperties,
+                   // a negated additionalProperties or more than 64
+                   // required properties stay as written.
 };
 
 struct JsonSchemaOptions {

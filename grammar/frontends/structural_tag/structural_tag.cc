@@ -249,9 +249,10 @@ int32_t Append(const Grammar& src, const std::string& prefix, Grammar* dst) {
     if (e.kind == ExprKind::kRuleRef) e.rule += rule_base;
     dst->exprs.push_back(std::move(e));
   }
-  for (const Rule& r : src.rules) {
-    dst->rules.push_back(
-        Rule{absl::StrCat(prefix, r.name), r.body + expr_base, r.distinct});
+  for (Rule r : src.rules) {  // a copy keeps the run-time conditions
+    r.name = absl::StrCat(prefix, r.name);
+    r.body += expr_base;
+    dst->rules.push_back(std::move(r));
   }
   return src.root + rule_base;
 }

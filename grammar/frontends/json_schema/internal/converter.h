@@ -55,6 +55,11 @@ enum class PropertyOrder {
 // any order: 2^6 subsets of members written, a few hundred automaton states.
 inline constexpr int kMaxAnyOrderProperties = 6;
 
+// The most required members PropertyOrder::kAnyRepeatable counts at run time
+// (a bit each in a matcher's frame: grammar_ir.h's member_bit) for objects
+// with more than kMaxAnyOrderProperties of them.
+inline constexpr int kMaxCountedMembers = 64;
+
 struct ConvertOptions {
   bool strict = true;
   PropertyOrder order = PropertyOrder::kAsWritten;

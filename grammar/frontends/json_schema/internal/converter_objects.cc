@@ -286,8 +286,14 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
       opt_.order == PropertyOrder::kAnyRepeatable && !small && cap <= 0 &&
       num_witnesses == 0 &&
       num_required <= static_cast<size_t>(kMaxAnyOrderProperties);
+  // Such objects with more required members than states could remember
+  // (2^required): the same, with the required ones counted at run time
+  // instead (grammar_ir.h's member_bit and required_members).
+  const bool counted = opt_.order == PropertyOrder::kAnyRepeatable && !small &&
+                       cap <= 0 && num_witnesses == 0 && !repeatable &&
+                       num_required <= static_cast<size_t>(kMaxCountedMembers);
   const bool any_order =
-      opt_.order == PropertyOrder::kAny || repeatable ||
+      opt_.order == PropertyOrder::kAny || repeatable || counted ||
       (small && (opt_.order == PropertyOrder::kAnyWhenSmall ||
                  opt_.order == PropertyOrder::kAnyRepeatable));
   // The bit member j sets in `seen` when written in any order (none for an
@@ -301,7 +307,7 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
     }
   }
   const int64_t count_states = (cap + 1) * (int64_t{all_found} + 1);
-  const size_t seen_bits = repeatable ? num_required : n;
+  const size_t seen_bits = repeatable ? num_required : counted ? 0 : n;
   const int64_t member_states =
       any_order ? (seen_bits >= 20 ? int64_t{1} << 20 : int64_t{1} << seen_bits)
                 : static_cast<int64_t>(n) + 1;
@@ -330,6 +336,35 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
       return any_order ? e_.Ref(e_.NewRule("member", member)) : member;
     };
     for (int32_t value : m.values) m.exprs.push_back(with(value));
+  }
+  if (counted) {
+    // One rule holds the whole object, so that every member returns into a
+    // frame of it: its members in any order, each as often as the model
+    // likes, and its required ones each a rule setting a bit there.
+    std::vector<int32_t> alts;
+    uint64_t required = 0;
+    int next_bit = 0;
+    for (const Member& m : members) {
+      const int32_t expr = m.exprs[0];
+      if (m.required) {
+        if (e_.IsNothing(expr)) return e_.Nothing();
+        // `with` made it a call of a rule of its own.
+        e_.g().rules[e_.g().exprs[expr].rule].member_bit =
+            static_cast<int8_t>(next_bit);
+        required |= uint64_t{1} << next_bit++;
+      }
+      if (!e_.IsNothing(expr)) alts.push_back(expr);
+    }
+    if (has_other) alts.push_back(other[0]);
+    const int32_t member = e_.Alt(std::move(alts));
+    const int32_t body =
+        e_.Seq({e_.Open('{', depth), member,
+                e_.g().AddRepeat(e_.Seq({e_.ItemSeparator(depth), member}), 0,
+                                 kUnbounded),
+                e_.Close('}', depth)});
+    const int32_t rule = e_.NewRule("counted_object", body);
+    e_.g().rules[rule].required_members = required;
+    return e_.Ref(rule);
   }
   auto accepts = [&](uint64_t seen, int64_t count, uint32_t found) {
     if (count < o.min_props || found != all_found) return false;

@@ -1,0 +1,324 @@
+// Required members counted at run time (grammar_ir.h's member_bit and
+// required_members: JsonPropertyOrder::kAnyRepeatable's objects with more
+// than six required members): the mask against a direct reading, and the
+// matcher's other paths (rollback, fork, jump-forward, serialization) over
+// the bits it keeps.
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "grammar/compiler.h"
+#include "grammar/frontends/json_schema/json_schema.h"
+#include "grammar/matcher.h"
+#include "grammar/serialize.h"
+#include "gtest/gtest.h"
+
+namespace grammard::grammar {
+namespace {
+
+// Single bytes of JSON's punctuation, the member names' letters and a
+// digit, plus tokens that end a value and go on (`",`, `"}`), close twice
+// (`}}`, `"}]`) or hold a whole object (`{}`, `{"a":1}`).
+std::shared_ptr<const Vocabulary> TestVocab() {
+  std::vector<std::string> tokens;
+  for (char c : std::string("[]{}\",:abcdefghilnrstuxyz1 ")) {
+    tokens.push_back({c});
+  }
+  for (const char* t :
+       {"\",",      "\"}",       "}}",       "},{",     "{\"",      "\":",
+        "\":\"",    "1,",        "1}",       "\"}]",    "{}",       "[]",
+        "}]",       "{\"a\":1}", ",\"h",     "\"a\":1", "\"b\":\"", "\"c\":{}",
+        "\"d\":[]", "\"e\":1",   "\"f\":\"", "\"g\":\""}) {
+    tokens.push_back(t);
+  }
+  tokens.push_back("</s>");
+  const int32_t eos = static_cast<int32_t>(tokens.size()) - 1;
+  return *Vocabulary::FromTokens(tokens, {eos}, {eos}, {"members", {}, 0});
+}
+
+absl::StatusOr<CompiledGrammar> CompileSchema(const GrammarCompiler& compiler,
+                                              const std::string& schema) {
+  JsonSchemaOptions options;
+  options.whitespace = JsonWhitespace::kCompact;
+  options.property_order = JsonPropertyOrder::kAnyRepeatable;
+  auto converted = JsonSchemaToGrammar(schema, options);
+  if (!converted.ok()) return converted.status();
+  return compiler.Compile(std::move(converted->grammar));
+}
+
+// Seven required members of several kinds (a to g), two optional ones.
+std::string Counted(bool required, bool closed) {
+  std::string s = R"({"type":"object","properties":{
+      "a":{"type":"integer"},"b":{"type":"string"},"c":{"type":"object"},
+      "d":{"type":"array","items":{"type":"string"}},"e":{"type":"integer"},
+      "f":{"type":"string"},"g":{"type":"string"},"h":{"type":"integer"},
+      "i":{"type":"string"}})";
+  if (required) s += R"(,"required":["a","b","c","d","e","f","g"])";
+  if (closed) s += R"(,"additionalProperties":false)";
+  return s + "}";
+}
+const std::set<std::string> kRequired = {"a", "b", "c", "d", "e", "f", "g"};
+
+bool Accepts(const CompiledGrammar& g, const std::string& text) {
+  GrammarMatcher m(g);
+  return m.AcceptString(text).ok() && m.CanTerminate();
+}
+
+bool Bit(const std::vector<uint32_t>& row, int32_t id) {
+  return (row[id >> 5] >> (id & 31)) & 1;
+}
+
+// Whether every object of `text` at nesting depth `depth` (0: the top
+// level) closed so far holds all required names, read directly: a scan of
+// strings, brackets and the names before each colon.
+bool ClosedObjectsHoldTheRequired(const std::string& text, int depth) {
+  struct Open {
+    char bracket;
+    std::set<std::string> names;
+  };
+  std::vector<Open> open;
+  bool in_string = false, escaped = false;
+  std::string last_string;
+  size_t string_begin = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+        last_string = text.substr(string_begin, i - string_begin);
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      string_begin = i + 1;
+    } else if (c == ':') {
+      open.back().names.insert(last_string);
+    } else if (c == '{' || c == '[') {
+      open.push_back({c, {}});
+    } else if (c == '}' || c == ']') {
+      const Open closed = open.back();
+      open.pop_back();
+      if (c == '}' && static_cast<int>(open.size()) == depth) {
+        for (const std::string& name : kRequired) {
+          if (!closed.names.count(name)) return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+// Random walks: the mask of the object with its required members against
+// the same object's mask without them, narrowed by reading the objects
+// closed directly. Every walk must be able to end, and every text it ends
+// must hold the required members.
+TEST(RequiredMembers, MasksMatchADirectReading) {
+  GrammarCompiler compiler(TestVocab());
+  const Vocabulary& vocab = compiler.vocabulary();
+  for (bool closed : {false, true}) {
+    // The object itself, an array of them, and one as the value of the only
+    // member of an object (so that objects at depth 1 are counted ones).
+    const std::string with = Counted(true, closed);
+    const std::string without = Counted(false, closed);
+    const std::vector<std::pair<std::string, std::string>> shapes = {
+        {with, without},
+        {R"({"type":"array","items":)" + with + "}",
+         R"({"type":"array","items":)" + without + "}"},
+        {R"({"type":"object","additionalProperties":false,"properties":{"x":)" +
+             with + "}}",
+         R"({"type":"object","additionalProperties":false,"properties":{"x":)" +
+             without + "}}"}};
+    for (size_t shape = 0; shape < shapes.size(); ++shape) {
+      auto counted = CompileSchema(compiler, shapes[shape].first);
+      auto plain = CompileSchema(compiler, shapes[shape].second);
+      ASSERT_TRUE(counted.ok()) << counted.status();
+      ASSERT_TRUE(plain.ok()) << plain.status();
+      const int depth = shape == 0 ? 0 : 1;
+      std::mt19937 rng(7 + shape);
+      int ended = 0, narrowed = 0;
+      for (int walk = 0; walk < 30; ++walk) {
+        GrammarMatcher p(*plain), c(*counted);
+        std::vector<uint32_t> prow(plain->mask_words()),
+            crow(counted->mask_words());
+        std::string text;
+        for (int step = 0; step < 400 && !c.IsTerminated(); ++step) {
+          p.FillNextTokenMask(prow.data());
+          c.FillNextTokenMask(crow.data());
+          std::vector<int32_t> allowed;
+          for (int32_t id = 0; id < vocab.size(); ++id) {
+            bool want = Bit(prow, id);
+            if (want && !vocab.is_eos(id)) {
+              want = ClosedObjectsHoldTheRequired(
+                  text + std::string(vocab.bytes(id)), depth);
+              narrowed += !want;
+            }
+            ASSERT_EQ(Bit(crow, id), want)
+                << shapes[shape].first << " after '" << text << "' token '"
+                << vocab.bytes(id) << "'";
+            if (want) allowed.push_back(id);
+          }
+          ASSERT_FALSE(allowed.empty()) << "after '" << text << "'";
+          // Prefer tokens that write whole members, and late in a walk
+          // those that close things, so that walks end.
+          int32_t pick = allowed[rng() % allowed.size()];
+          for (int32_t id : allowed) {
+            const std::string_view b = vocab.bytes(id);
+            if (vocab.is_eos(id)) {
+              pick = id;
+              break;
+            }
+            if (step > 150 ? b[0] == '"' || b[0] == '}' || b[0] == ']'
+                           : b.size() > 3 && b.find("\":") != b.npos) {
+              if (rng() % 2 == 0) pick = id;
+            }
+          }
+          ASSERT_TRUE(c.AcceptToken(pick).ok());
+          ASSERT_TRUE(p.AcceptToken(pick).ok());
+          if (!vocab.is_eos(pick)) text += vocab.bytes(pick);
+        }
+        if (c.IsTerminated()) {
+          ++ended;
+          EXPECT_TRUE(ClosedObjectsHoldTheRequired(text, depth)) << text;
+        }
+      }
+      EXPECT_GT(ended, 0) << shapes[shape].first;
+      EXPECT_GT(narrowed, 0) << shapes[shape].first;
+    }
+  }
+}
+
+constexpr char kAll[] = R"("a":1,"b":"","c":{},"d":[],"e":1,"f":"","g":"")";
+
+TEST(RequiredMembers, AnObjectClosesOnlyWithAllOfThem) {
+  GrammarCompiler compiler(TestVocab());
+  auto g = CompileSchema(compiler, Counted(true, false));
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_TRUE(Accepts(*g, std::string("{") + kAll + "}"));
+  // Any order, repeats, other names.
+  EXPECT_TRUE(Accepts(
+      *g,
+      R"({"g":"","x":1,"f":"","e":1,"a":1,"d":[],"c":{},"b":"","a":1,"h":1})"));
+  EXPECT_FALSE(Accepts(*g, R"({"a":1,"b":"","c":{},"d":[],"e":1,"f":""})"));
+  EXPECT_FALSE(Accepts(*g, R"({"a":1,"a":1,"b":"","c":{},"d":[],"e":1})"));
+  EXPECT_FALSE(Accepts(*g, "{}"));
+  // Each object of an array counts its own.
+  auto array = CompileSchema(
+      compiler, R"({"type":"array","items":)" + Counted(true, false) + "}");
+  ASSERT_TRUE(array.ok()) << array.status();
+  const std::string full = std::string("{") + kAll + "}";
+  EXPECT_TRUE(Accepts(*array, "[" + full + "," + full + "]"));
+  EXPECT_FALSE(Accepts(*array, "[" + full + R"(,{"a":1}])"));
+  EXPECT_FALSE(Accepts(*array, R"([{"a":1},)" + full + "]"));
+}
+
+TEST(RequiredMembers, RollbackForkJumpForwardAndSerializationKeepTheBits) {
+  GrammarCompiler compiler(TestVocab());
+  auto g = CompileSchema(compiler, Counted(true, true));
+  ASSERT_TRUE(g.ok()) << g.status();
+  const Vocabulary& vocab = compiler.vocabulary();
+  auto id_of = [&](std::string_view bytes) {
+    for (int32_t id = 0; id < vocab.size(); ++id) {
+      if (vocab.bytes(id) == bytes && !vocab.is_eos(id)) return id;
+    }
+    return -1;
+  };
+  const int32_t close = id_of("}");
+  std::vector<uint32_t> row(g->mask_words());
+  GrammarMatcher m(*g);
+  ASSERT_TRUE(
+      m.AcceptString(R"({"a":1,"b":"","c":{},"d":[],"e":1,"f":"")").ok());
+  m.FillNextTokenMask(row.data());
+  EXPECT_FALSE(Bit(row, close));
+  EXPECT_FALSE(Bit(row, id_of("\"}")));
+  // The last one, in tokens; the mask then allows the brace.
+  for (const char* t : {",", "\"g\":\"", "x", "\""}) {
+    ASSERT_TRUE(m.AcceptToken(id_of(t)).ok()) << t;
+  }
+  m.FillNextTokenMask(row.data());
+  EXPECT_TRUE(Bit(row, close));
+  // Rolled back into g's value: a string ending there ends g, so closes.
+  ASSERT_TRUE(m.Rollback(1).ok());
+  m.FillNextTokenMask(row.data());
+  EXPECT_TRUE(Bit(row, id_of("\"}")));
+  // Rolled back to before g: the brace may not come.
+  ASSERT_TRUE(m.Rollback(3).ok());
+  m.FillNextTokenMask(row.data());
+  EXPECT_FALSE(Bit(row, close));
+  // A fork goes on alone: one writes g, the other does not.
+  GrammarMatcher fork = m.Fork();
+  EXPECT_TRUE(m.AcceptString(",\"g\":\"x\"}").ok());
+  EXPECT_FALSE(fork.AcceptString("}").ok());
+  EXPECT_FALSE(fork.AcceptString(",\"h\":1}").ok());
+  EXPECT_TRUE(fork.AcceptString(",\"h\":1,\"g\":\"\"}").ok());
+  // Jump-forward never forces a brace the object may not take yet.
+  GrammarMatcher j(*g);
+  ASSERT_TRUE(j.AcceptString(R"({"a":1)").ok());
+  const ForcedContinuation forced = j.JumpForward();
+  EXPECT_TRUE(j.AcceptString(forced.bytes).ok()) << forced.bytes;
+  // A grammar read back keeps its counted members.
+  auto loaded = compiler.Deserialize(SerializeGrammar(*g));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_FALSE(Accepts(*loaded, R"({"a":1})"));
+  EXPECT_TRUE(Accepts(*loaded, std::string("{") + kAll + "}"));
+  // Masks in a frame lacking members have no key: they depend on them.
+  GrammarMatcher k(*g);
+  std::vector<uintptr_t> key;
+  ASSERT_TRUE(k.AcceptString(R"({"a":1,"b":"x)").ok());
+  EXPECT_FALSE(k.NextMaskKey(&key));
+  // Inside a string once all are there, the tables hold: it has one.
+  ASSERT_TRUE(k.AcceptString(std::string("\",") + kAll + ",\"i\":\"x").ok());
+  EXPECT_TRUE(k.NextMaskKey(&key));
+}
+
+TEST(RequiredMembers, TheCompilerRefusesARuleThatMayEndAfterACall) {
+  GrammarCompiler compiler(TestVocab());
+  Grammar g;
+  const int32_t member = g.AddRule("member", g.AddBytes("a"));
+  g.rules[member].member_bit = 0;
+  // {a...a with no closing byte after the last member.
+  g.root = g.AddRule(
+      "root", g.AddSequence({g.AddBytes("{"), g.AddRepeat(g.AddRuleRef(member),
+                                                          1, kUnbounded)}));
+  g.rules[g.root].required_members = 1;
+  auto compiled = compiler.Compile(g);
+  ASSERT_FALSE(compiled.ok());
+  EXPECT_NE(compiled.status().message().find("requires members"),
+            std::string::npos)
+      << compiled.status();
+}
+
+TEST(RequiredMembers, SixtyFourAreCountedAndMoreStayAsWritten) {
+  auto schema = [](int required) {
+    std::string props, names;
+    for (int i = 0; i < 70; ++i) {
+      const std::string name = "m" + std::to_string(i);
+      props += (i ? "," : "") + ("\"" + name + "\":{\"type\":\"integer\"}");
+      if (i < required) names += (i ? "," : "") + ("\"" + name + "\"");
+    }
+    return R"({"type":"object","properties":{)" + props + R"(},"required":[)" +
+           names + "]}";
+  };
+  GrammarCompiler compiler(TestVocab());
+  for (int required : {64, 65}) {
+    auto g = CompileSchema(compiler, schema(required));
+    ASSERT_TRUE(g.ok()) << g.status();
+    // The last required member first: any order only when counted.
+    std::string text = "{\"m" + std::to_string(required - 1) + "\":1";
+    for (int i = 0; i + 1 < required; ++i) {
+      text += ",\"m" + std::to_string(i) + "\":1";
+    }
+    EXPECT_EQ(Accepts(*g, text + "}"), required == 64) << required;
+    if (required == 64) {
+      EXPECT_FALSE(Accepts(*g, "{\"m0\":1}"));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace grammard::grammar
