@@ -795,11 +795,13 @@ absl::StatusOr<CompiledGrammar> GrammarCompiler::Compile(
     pda->MarkDistinct(distinct);
     std::vector<int8_t> member_bit(g.rules.size(), -1);
     std::vector<uint64_t> required(g.rules.size(), 0);
+    std::vector<uint8_t> once(g.rules.size(), 0);
     for (size_t r = 0; r < g.rules.size(); ++r) {
       member_bit[r] = g.rules[r].member_bit;
       required[r] = g.rules[r].required_members;
+      once[r] = g.rules[r].member_once;
     }
-    pda->MarkMembers(member_bit, required);
+    pda->MarkMembers(member_bit, required, once);
     GRAMMARD_RETURN_IF_ERROR(internal::CheckRequiredMembersEndOnBytes(*pda));
     GRAMMARD_RETURN_IF_ERROR(internal::CheckDistinctValuesEndless(*pda));
   }

@@ -144,7 +144,7 @@ void GrammarMatcher::PlanMask() {
   sets_.clear();
   reads_.clear();
   in_value_ = false;
-  lacking_ = false;
+  checking_ = false;
   kept_sets_.clear();
   if (terminated_) return;
   if (data.pda.has_distinct()) {
@@ -156,13 +156,14 @@ void GrammarMatcher::PlanMask() {
   if (data.pda.has_members()) {
     for (const int32_t* it = scan_begin(); it != scan_end(); ++it) {
       const int32_t state = pool_[*it].state;
-      if (data.pda.MayEndRequiring(data.pda.StateRule(state))) {
-        lacking_ = true;
+      if (data.pda.MayReadChecked(data.pda.StateRule(state))) {
+        checking_ = true;
       } else {
         // Tokens read within this top's rule end no rule that requires
-        // members (CheckRequiredMembersEndOnBytes): its own set holds.
+        // members and call no once member (CheckRequiredMembersEndOnBytes):
+        // its own set holds.
         kept_sets_.push_back(&data.table.For(state)->accepted);
-        lacking_ = lacking_ || InLackingFrame(*it);
+        checking_ = checking_ || InCheckingFrame(*it);
       }
     }
   }
@@ -212,14 +213,16 @@ bool GrammarMatcher::InValue(int32_t top) const {
   return false;
 }
 
-bool GrammarMatcher::InLackingFrame(int32_t top) const {
+bool GrammarMatcher::InCheckingFrame(int32_t top) const {
   const internal::Pda& pda = grammar_.data().pda;
   const internal::ValueLog& log = stepper_.values();
   for (int32_t id = top; id >= 0; id = pool_[id].parent) {
     const int32_t rule = pda.StateRule(pool_[id].state);
-    if (!pda.InsideRequiring(rule)) return false;
+    if (!pda.InsideChecking(rule)) return false;
+    const uint64_t members = log.side(id).members;
     const uint64_t required = pda.RequiredMembers(rule);
-    if ((log.side(id).members & required) != required) return true;
+    if ((members & required) != required) return true;
+    if (members != 0 && pda.CallsOnce(rule)) return true;
   }
   return false;
 }
@@ -229,7 +232,7 @@ bool GrammarMatcher::NextMaskKey(std::vector<uintptr_t>* key) {
   key->clear();
   // Inside a distinct value, or a frame lacking required members, the mask
   // depends on what was seen.
-  if (!reads_.empty() || in_value_ || lacking_) return false;
+  if (!reads_.empty() || in_value_ || checking_) return false;
   key->push_back(reinterpret_cast<uintptr_t>(&grammar_.data()));
   key->push_back((terminated_ ? 2u : 0u) | (CanTerminate() ? 1u : 0u));
   for (const internal::TokenSet* set : sets_) {
@@ -278,11 +281,11 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
     stepper_.ReadSorted(&pool_, scan_begin(), scan_end(), vocab, reading_,
                         allow_readable);
   }
-  if (lacking_) {
-    // Likewise a token that may end a rule requiring members, unless some
-    // stack reads it within a rule that cannot end one.
+  if (checking_) {
+    // Likewise a token that may end a rule requiring members or call a once
+    // member, unless some stack reads it within a rule that cannot.
     reading_.clear();
-    for (int32_t id : grammar_.data().required_ending_tokens) {
+    for (int32_t id : grammar_.data().member_checked_tokens) {
       uint32_t& word = row[id >> 5];
       if (!(word & (1u << (id & 31)))) continue;
       if (std::any_of(kept_sets_.begin(), kept_sets_.end(),

@@ -146,8 +146,9 @@ class GrammarMatcher {
   // Whether the stack of `top` is inside a value of a distinct rule.
   bool InValue(int32_t top) const;
   // Whether some frame of the stack of `top` lacks members its rule
-  // requires (Pda::RequiredMembers).
-  bool InLackingFrame(int32_t top) const;
+  // requires (Pda::RequiredMembers) or has counted some its rule may call
+  // only once (Pda::CallsOnce).
+  bool InCheckingFrame(int32_t top) const;
 
   struct Read {
     const int32_t* top;  // into scan_
@@ -166,9 +167,10 @@ class GrammarMatcher {
   std::vector<int32_t> tops_;     // the stack tops' states, for WalkTogether
   std::vector<int32_t> reading_;  // stack-dependent tokens to read
   bool in_value_ = false;
-  // Whether a token may end a rule lacking required members (or one that
-  // may start within the token) and the tokens sets that cannot: PlanMask's.
-  bool lacking_ = false;
+  // Whether a token may end a rule lacking required members or call a once
+  // member counted already (or do so in a frame that may start within the
+  // token), and the token sets that cannot: PlanMask's.
+  bool checking_ = false;
   std::vector<const internal::TokenSet*> kept_sets_;
 };
 

@@ -226,13 +226,11 @@ absl::Status CheckDistinctValuesEndless(const Pda& pda) {
 
 namespace {
 
-// The tokens holding a byte that, read from a state of a rule `from` marks,
-// may end a rule `ends` marks, or a rule whose end ends one: called from
-// one (or from such a rule) into a state that may end.
-std::vector<int32_t> TokensThatMayEnd(
-    const Pda& pda, const TokenIndex& index, std::vector<uint8_t> ends,
-    const std::function<bool(int32_t)>& from) {
-  std::vector<int32_t> out;
+// The bytes that, read from a state of a rule `from` marks, may end a rule
+// `ends` marks, or a rule whose end ends one: called from one (or from such
+// a rule) into a state that may end.
+std::array<bool, 256> EndingBytes(const Pda& pda, std::vector<uint8_t> ends,
+                                  const std::function<bool(int32_t)>& from) {
   for (bool changed = true; changed;) {
     changed = false;
     for (int32_t s = 0; s < pda.num_states(); ++s) {
@@ -255,9 +253,16 @@ std::vector<int32_t> TokensThatMayEnd(
       }
     }
   }
+  return ending;
+}
+
+// The tokens, in the index's byte order, holding one of `bytes`.
+std::vector<int32_t> TokensHolding(const TokenIndex& index,
+                                   const std::array<bool, 256>& bytes) {
+  std::vector<int32_t> out;
   for (int32_t i = 0; i < index.size(); ++i) {
     for (char ch : index.bytes(i)) {
-      if (ending[static_cast<uint8_t>(ch)]) {
+      if (bytes[static_cast<uint8_t>(ch)]) {
         out.push_back(index.id(i));
         break;
       }
@@ -273,14 +278,23 @@ std::vector<int32_t> TokensThatMayEndValues(const Pda& pda,
   if (!pda.has_distinct()) return {};
   std::vector<uint8_t> ends(pda.num_rules(), 0);
   for (int32_t r = 0; r < pda.num_rules(); ++r) ends[r] = pda.IsDistinct(r);
-  return TokensThatMayEnd(pda, index, std::move(ends), [&](int32_t rule) {
-    return pda.InsideDistinct(rule);
-  });
+  return TokensHolding(index,
+                       EndingBytes(pda, std::move(ends), [&](int32_t rule) {
+                         return pda.InsideDistinct(rule);
+                       }));
 }
 
 absl::Status CheckRequiredMembersEndOnBytes(const Pda& pda) {
   for (int32_t s = 0; s < pda.num_states(); ++s) {
     const int32_t rule = pda.StateRule(s);
+    for (const PdaCall* c = pda.CallsBegin(s); c != pda.CallsEnd(s); ++c) {
+      if (pda.IsOnce(c->rule) && !pda.HasBytes(s)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "rule \"", pda.RuleName(rule), "\" calls the once member \"",
+            pda.RuleName(c->rule),
+            "\" from a state with no byte of its own to go on with"));
+      }
+    }
     if (pda.RequiredMembers(rule) == 0) continue;
     for (const PdaCall* c = pda.CallsBegin(s); c != pda.CallsEnd(s); ++c) {
       if (pda.IsFinal(c->return_state)) {
@@ -294,15 +308,42 @@ absl::Status CheckRequiredMembersEndOnBytes(const Pda& pda) {
   return absl::OkStatus();
 }
 
-std::vector<int32_t> TokensThatMayEndRequiring(const Pda& pda,
+std::vector<int32_t> TokensThatMayCheckMembers(const Pda& pda,
                                                const TokenIndex& index) {
   if (!pda.has_members()) return {};
   std::vector<uint8_t> ends(pda.num_rules(), 0);
   for (int32_t r = 0; r < pda.num_rules(); ++r) {
     ends[r] = pda.RequiredMembers(r) != 0;
   }
-  return TokensThatMayEnd(pda, index, std::move(ends),
-                          [](int32_t) { return true; });
+  std::array<bool, 256> bytes =
+      EndingBytes(pda, std::move(ends), [](int32_t) { return true; });
+  // The bytes a once member may read first: from its start state, through
+  // calls and the states they return to (read as if every callee could
+  // match nothing, which only adds bytes).
+  std::vector<uint8_t> seen(pda.num_states(), 0);
+  std::vector<int32_t> work;
+  for (int32_t r = 0; r < pda.num_rules(); ++r) {
+    if (pda.IsOnce(r) && !seen[pda.RuleStart(r)]) {
+      seen[pda.RuleStart(r)] = 1;
+      work.push_back(pda.RuleStart(r));
+    }
+  }
+  while (!work.empty()) {
+    const int32_t s = work.back();
+    work.pop_back();
+    for (int b = 0; b < 256; ++b) {
+      if (pda.Next(s, static_cast<uint8_t>(b)) != Pda::kDead) bytes[b] = true;
+    }
+    for (const PdaCall* c = pda.CallsBegin(s); c != pda.CallsEnd(s); ++c) {
+      for (int32_t t : {pda.RuleStart(c->rule), c->return_state}) {
+        if (!seen[t]) {
+          seen[t] = 1;
+          work.push_back(t);
+        }
+      }
+    }
+  }
+  return TokensHolding(index, bytes);
 }
 
 }  // namespace grammard::grammar::internal

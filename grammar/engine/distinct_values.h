@@ -44,20 +44,24 @@ absl::Status CheckDistinctValuesEndless(const Pda& pda);
 std::vector<int32_t> TokensThatMayEndValues(const Pda& pda,
                                             const TokenIndex& index);
 
-// Counted members (Pda::RequiredMembers) are kept the same way: a stack
-// ends where a rule would return without the members it requires. For the
-// mask to stay exact that way, each requirement must stay reachable, which
-// the front end sees to, and no call may return into a state where such a
-// rule ends: then a token read within a rule that neither requires members
-// nor calls one (a string, a number) cannot end one on the way, and its own
-// tables hold. InvalidArgument naming the rule when some call does; OK
-// without such rules.
+// Counted members (Pda::RequiredMembers, IsOnce) are kept the same way: a
+// stack ends where a rule would return without the members it requires, or
+// would call a once member again. For the mask to stay exact that way, each
+// requirement must stay reachable and a refused call must leave its caller
+// a way on (the object's closing brace), which the front end sees to, and
+// no call may return into a state where a rule with required members ends:
+// then a token read within a rule that is not checking members and calls
+// none that is (a string, a number) cannot end one or call a once member on
+// the way, and its own tables hold. InvalidArgument naming the rule when
+// some call does; OK without such rules.
 absl::Status CheckRequiredMembersEndOnBytes(const Pda& pda);
 
 // The tokens, in the index's byte order, holding a byte that may end a rule
-// with required members (an object's closing brace): where a frame below
-// lacks some, only they need reading for real. Empty without such rules.
-std::vector<int32_t> TokensThatMayEndRequiring(const Pda& pda,
+// with required members (an object's closing brace) or that a once member
+// may read first (the separator before it): where a frame below lacks some
+// or has counted some, only they need reading for real. Empty without such
+// rules.
+std::vector<int32_t> TokensThatMayCheckMembers(const Pda& pda,
                                                const TokenIndex& index);
 
 }  // namespace grammard::grammar::internal

@@ -28,7 +28,7 @@ struct GrammarData {
         pda(std::move(pda_in)),
         table(pda, *index),
         value_ending_tokens(TokensThatMayEndValues(pda, *index)),
-        required_ending_tokens(TokensThatMayEndRequiring(pda, *index)) {}
+        member_checked_tokens(TokensThatMayCheckMembers(pda, *index)) {}
 
   std::shared_ptr<const TokenIndex> index;
   Pda pda;
@@ -37,9 +37,9 @@ struct GrammarData {
   // With distinct rules, the tokens a matcher reads for real inside their
   // values (distinct_values.h).
   std::vector<int32_t> value_ending_tokens;
-  // With required members, the tokens a matcher reads for real where a
-  // frame lacks some (distinct_values.h).
-  std::vector<int32_t> required_ending_tokens;
+  // With counted members, the tokens a matcher reads for real where a frame
+  // lacks some or has counted some (distinct_values.h).
+  std::vector<int32_t> member_checked_tokens;
 };
 
 // The data of a grammar just compiled: states grouped, none classified yet.

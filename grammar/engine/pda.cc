@@ -384,7 +384,8 @@ size_t Pda::MemoryBytes() const {
   for (const auto& n : rule_names_) bytes += n.size();
   return bytes + distinct_.size() + inside_distinct_.size() +
          member_bit_.size() + required_.size() * sizeof(uint64_t) +
-         inside_requiring_.size() + may_end_requiring_.size();
+         once_.size() + calls_once_.size() + inside_checking_.size() +
+         may_read_checked_.size();
 }
 
 }  // namespace grammard::grammar::internal
@@ -437,6 +438,7 @@ void Pda::Save(ByteWriter* out) const {
   out->PutVector(distinct_);
   out->PutVector(member_bit_);
   out->PutVector(required_);
+  out->PutVector(once_);
 }
 
 void Pda::MarkDistinct(const std::vector<uint8_t>& distinct) {
@@ -453,11 +455,14 @@ void Pda::MarkDistinct(const std::vector<uint8_t>& distinct) {
 }
 
 void Pda::MarkMembers(const std::vector<int8_t>& member_bit,
-                      const std::vector<uint64_t>& required) {
+                      const std::vector<uint64_t>& required,
+                      const std::vector<uint8_t>& once) {
   member_bit_.clear();
   required_.clear();
-  inside_requiring_.clear();
-  may_end_requiring_.clear();
+  once_.clear();
+  calls_once_.clear();
+  inside_checking_.clear();
+  may_read_checked_.clear();
   const bool any = std::any_of(member_bit.begin(), member_bit.end(),
                                [](int8_t b) { return b >= 0; }) ||
                    std::any_of(required.begin(), required.end(),
@@ -465,10 +470,19 @@ void Pda::MarkMembers(const std::vector<int8_t>& member_bit,
   if (!any) return;
   member_bit_.assign(member_bit.begin(), member_bit.end());
   required_.assign(required.begin(), required.end());
-  std::vector<uint8_t> requiring(num_rules(), 0);
-  for (int32_t r = 0; r < num_rules(); ++r) requiring[r] = required_[r] != 0;
-  inside_requiring_ = Reached(requiring, /*callees=*/true);
-  may_end_requiring_ = Reached(requiring, /*callees=*/false);
+  once_.assign(once.begin(), once.end());
+  calls_once_.assign(num_rules(), 0);
+  for (int32_t s = 0; s < num_states(); ++s) {
+    for (const PdaCall* c = CallsBegin(s); c != CallsEnd(s); ++c) {
+      if (once_[c->rule]) calls_once_[StateRule(s)] = 1;
+    }
+  }
+  std::vector<uint8_t> checking(num_rules(), 0);
+  for (int32_t r = 0; r < num_rules(); ++r) {
+    checking[r] = required_[r] != 0 || calls_once_[r];
+  }
+  inside_checking_ = Reached(checking, /*callees=*/true);
+  may_read_checked_ = Reached(checking, /*callees=*/false);
   FindReturnStates();
 }
 
@@ -579,10 +593,13 @@ absl::StatusOr<Pda> Pda::Load(ByteReader* in) {
   }
   std::vector<int8_t> member_bit;
   std::vector<uint64_t> required;
-  if (!in->GetVector(&member_bit) || !in->GetVector(&required)) {
+  std::vector<uint8_t> once;
+  if (!in->GetVector(&member_bit) || !in->GetVector(&required) ||
+      !in->GetVector(&once)) {
     return in->status();
   }
   if (member_bit.size() != required.size() ||
+      member_bit.size() != once.size() ||
       (!member_bit.empty() &&
        member_bit.size() != static_cast<size_t>(rules))) {
     return in->Malformed();
@@ -592,7 +609,7 @@ absl::StatusOr<Pda> Pda::Load(ByteReader* in) {
   }
   pda.ComputeHasBytes();
   pda.MarkDistinct(distinct);
-  pda.MarkMembers(member_bit, required);
+  pda.MarkMembers(member_bit, required, once);
   return pda;
 }
 

@@ -135,26 +135,33 @@ class Pda {
   // Pda as it was.
   void MarkDistinct(const std::vector<uint8_t>& distinct);
 
-  // Members counted at run time (grammar_ir.h's Rule::member_bit and
-  // required_members): a return from a rule with a member bit sets it in the
-  // caller's frame; a rule with required members returns only once its
-  // frame has them all. InsideRequiring(rule): a rule with required members
-  // reaches it by calls (or it is one), so a stack of it may be inside such
-  // a frame. MayEndRequiring(rule): reading bytes from a state of the rule,
-  // without leaving it, may end a rule with required members (it is one, or
-  // calls one), so its own tables cannot tell. has_members(): some rule
-  // counts or is counted.
+  // Members counted at run time (grammar_ir.h's Rule::member_bit,
+  // required_members and member_once): a return from a rule with a member
+  // bit sets it in the caller's frame; a rule with required members returns
+  // only once its frame has them all; a call of a once member is refused
+  // where its bit is set already. Rules with required members and rules
+  // calling once members are "checking" ones: their frames hold what the
+  // tables cannot know. InsideChecking(rule): a checking rule reaches it by
+  // calls (or it is one), so a stack of it may be inside such a frame.
+  // MayReadChecked(rule): reading bytes from a state of the rule, without
+  // leaving it, may end a rule with required members or call a once member
+  // (it is checking, or calls one), so its own tables cannot tell.
+  // has_members(): some rule counts or is counted.
   int MemberBit(int32_t rule) const {
     return member_bit_.empty() ? -1 : member_bit_[rule];
   }
   uint64_t RequiredMembers(int32_t rule) const {
     return required_.empty() ? 0 : required_[rule];
   }
-  bool InsideRequiring(int32_t rule) const {
-    return !inside_requiring_.empty() && inside_requiring_[rule] != 0;
+  bool IsOnce(int32_t rule) const { return !once_.empty() && once_[rule] != 0; }
+  bool CallsOnce(int32_t rule) const {
+    return !calls_once_.empty() && calls_once_[rule] != 0;
   }
-  bool MayEndRequiring(int32_t rule) const {
-    return !may_end_requiring_.empty() && may_end_requiring_[rule] != 0;
+  bool InsideChecking(int32_t rule) const {
+    return !inside_checking_.empty() && inside_checking_[rule] != 0;
+  }
+  bool MayReadChecked(int32_t rule) const {
+    return !may_read_checked_.empty() && may_read_checked_[rule] != 0;
   }
   bool has_members() const { return !member_bit_.empty(); }
   // Whether a return from `rule` is more than a pop: a distinct value's end,
@@ -163,10 +170,11 @@ class Pda {
     return IsDistinct(rule) || MemberBit(rule) >= 0 ||
            RequiredMembers(rule) != 0;
   }
-  // Marks them (per rule: -1 or the bit; the required bits); none leaves
-  // the Pda as it was.
+  // Marks them (per rule: -1 or the bit; the required bits; nonzero: once);
+  // none leaves the Pda as it was.
   void MarkMembers(const std::vector<int8_t>& member_bit,
-                   const std::vector<uint64_t>& required);
+                   const std::vector<uint64_t>& required,
+                   const std::vector<uint8_t>& once);
 
   // Which states of `rule` read alike for their next few bytes, whatever
   // lies below them: for k = 0..depth, states of one class at level k accept,
@@ -270,8 +278,10 @@ class Pda {
   // Per rule when some rule counts members or is counted, else empty.
   std::vector<int8_t> member_bit_;
   std::vector<uint64_t> required_;
-  std::vector<uint8_t> inside_requiring_;
-  std::vector<uint8_t> may_end_requiring_;
+  std::vector<uint8_t> once_;
+  std::vector<uint8_t> calls_once_;
+  std::vector<uint8_t> inside_checking_;
+  std::vector<uint8_t> may_read_checked_;
 };
 
 // Byte moves of `s` as runs with one target, (first byte, to(target)), a

@@ -331,6 +331,11 @@ CloseFlags Stepper::CloseT(StackPool* pool_in, const int32_t* seeds, size_t n,
       }
       for (const PdaCall* c = pda.CallsBegin(node.state);
            c != pda.CallsEnd(node.state); ++c) {
+        // A member counted once already is not called again.
+        if (pda.IsOnce(c->rule) &&
+            (values_.side(id).members >> pda.MemberBit(c->rule) & 1)) {
+          continue;
+        }
         // A distinct call always has a frame, where its values are kept.
         const bool distinct = pda.IsDistinct(c->rule);
         int32_t ret =

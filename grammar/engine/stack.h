@@ -20,11 +20,12 @@
 // walks that classify tokens (and grammars without distinct rules) run the
 // plain code.
 //
-// Counted members (Pda::MemberBit, RequiredMembers) are kept the same way:
-// a node's side holds the bits its instance has seen; a return from a
-// counted member sets its bit in the caller's frame (a copy of the frame
-// node), and a return from a rule with required members goes on only when
-// its frame holds them all.
+// Counted members (Pda::MemberBit, RequiredMembers, IsOnce) are kept the
+// same way: a node's side holds the bits its instance has seen; a return
+// from a counted member sets its bit in the caller's frame (a copy of the
+// frame node), a return from a rule with required members goes on only
+// when its frame holds them all, and a once member is not called where its
+// bit is set.
 //
 // Two parent values are not nodes: kBottom lies below the root rule (reaching
 // it means the whole text may end here) and kOpen stands for an unknown

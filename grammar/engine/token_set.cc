@@ -36,6 +36,8 @@ TokenSet TokenSet::FromBits(std::vector<uint32_t> bits) {
 TokenSet TokenSet::FromIds(std::vector<int32_t> ids, int32_t words) {
   TokenSet set;
   if (IdsAreCheaper(static_cast<int64_t>(ids.size()), words)) {
+    // Sorted, for Contains.
+    std::sort(ids.begin(), ids.end());
     set.ids_ = std::move(ids);
     return set;
   }
@@ -46,7 +48,7 @@ TokenSet TokenSet::FromIds(std::vector<int32_t> ids, int32_t words) {
 
 bool TokenSet::Contains(int32_t id) const {
   if (!bits_.empty()) return (bits_[id >> 5] >> (id & 31)) & 1u;
-  return std::find(ids_.begin(), ids_.end(), id) != ids_.end();
+  return std::binary_search(ids_.begin(), ids_.end(), id);
 }
 
 void TokenSet::AddTo(uint32_t* row, int32_t words, bool* clean) const {
@@ -87,6 +89,7 @@ bool TokenSet::Load(ByteReader* in, int32_t vocab_size) {
     return false;
   const size_t words = (static_cast<size_t>(vocab_size) + 31) / 32;
   if (!bits_.empty() && bits_.size() != words) return in->Fail();
+  if (!std::is_sorted(ids_.begin(), ids_.end())) return in->Fail();
   return true;
 }
 

@@ -27,7 +27,7 @@ class TokenSet {
   // all zeros (cleared by the first call that writes it), which lets a
   // bitset be copied rather than merged.
   void AddTo(uint32_t* row, int32_t words, bool* clean) const;
-  // O(1) for a bitset, O(ids) otherwise.
+  // O(1) for a bitset, O(log ids) otherwise (ids are kept sorted).
   bool Contains(int32_t id) const;
   bool is_bitset() const { return !bits_.empty(); }
   bool empty() const { return bits_.empty() && ids_.empty(); }

@@ -555,6 +555,11 @@ absl::Status Grammar::Validate() const {
   }
   std::set<std::string_view> names;
   for (const Rule& rule : rules) {
+    if (rule.member_once && rule.member_bit < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid grammar: rule \"", rule.name,
+                       "\" is counted once but has no member bit"));
+    }
     if (rule.member_bit < -1 || rule.member_bit > 63) {
       return absl::InvalidArgumentError(
           absl::StrCat("invalid grammar: rule \"", rule.name,
@@ -594,7 +599,8 @@ bool StructurallyEqual(const Grammar& a, const Grammar& b) {
     if (a.rules[i].name != b.rules[i].name) return false;
     if (a.rules[i].distinct != b.rules[i].distinct ||
         a.rules[i].member_bit != b.rules[i].member_bit ||
-        a.rules[i].required_members != b.rules[i].required_members) {
+        a.rules[i].required_members != b.rules[i].required_members ||
+        a.rules[i].member_once != b.rules[i].member_once) {
       return false;
     }
     if (!ExprsEqual(a, a.rules[i].body, b, b.rules[i].body)) return false;

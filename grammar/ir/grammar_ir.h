@@ -125,6 +125,12 @@ struct Rule {
   // ToString does not print them.
   int8_t member_bit = -1;
   uint64_t required_members = 0;
+  // With member_bit: a call of this rule is refused where the caller's
+  // frame already counts its bit (JSON Schema's declared members at most
+  // once, in any order). Exact masks need each such call to begin with a
+  // byte of its own (the separator before a member), so that the byte is
+  // refused with it.
+  bool member_once = false;
 };
 
 // See the file comment. A passive value: the Add* helpers only append, and

@@ -204,13 +204,14 @@ Grammar MergeEqualRules(Grammar grammar) {
           grammar.rules.begin(), grammar.rules.end(), [](const Rule& r) {
             return r.distinct || r.member_bit >= 0 || r.required_members != 0;
           })) {
-    std::map<std::tuple<int32_t, bool, int8_t, uint64_t>, int32_t> dense;
+    std::map<std::tuple<int32_t, bool, int8_t, uint64_t, bool>, int32_t> dense;
     for (int32_t r = 0; r < n; ++r) {
       const Rule& rule = grammar.rules[r];
       cls[r] =
           dense
               .emplace(std::make_tuple(cls[r], rule.distinct, rule.member_bit,
-                                       rule.required_members),
+                                       rule.required_members,
+                                       rule.member_once),
                        static_cast<int32_t>(dense.size()))
               .first->second;
     }

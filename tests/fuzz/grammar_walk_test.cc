@@ -53,7 +53,7 @@ TEST(GrammarWalkTest, UniqueItemsForkJumpAndRollBack) {
 }
 
 // The same over the members an object counts at run time (required ones
-// past six, in any order: grammar/required_members_test.cc checks the masks).
+// past six, in any order: grammar/counted_members_test.cc checks the masks).
 TEST(GrammarWalkTest, RequiredMembersForkJumpAndRollBack) {
   const grammar::GrammarCompiler compiler(FuzzVocabulary());
   std::string properties, required;

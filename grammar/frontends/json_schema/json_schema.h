@@ -87,8 +87,16 @@ enum class JsonWhitespace {
 enum class JsonPropertyOrder {
   kAsWritten,      // declared properties in schema order, others anywhere
   kRequiredFirst,  // required properties first, then the rest as written
-  kAny,            // any order; rules grow as 2^(declared properties), so
-                   // objects with many properties are ResourceExhausted
+  kAny,            // any order, each declared member at most once: up to
+                   // 6 declared properties in the grammar (2^6 rules);
+                   // larger objects (up to 64 declared properties, no
+                   // minProperties/maxProperties past 1, no negated
+                   // additionalProperties) count their members at run
+                   // time (a matcher's frame bits: masks next to a
+                   // member read its separator for real, and each
+                   // member written begins as one stack per member not
+                   // written yet); others need 2^(declared properties)
+                   // rules and are refused past 4096
   kAnyWhenSmall,   // kAny for objects of at most 6 declared properties
                    // (64 grammar rules each), kAsWritten for larger ones
   kAnyRepeatable,  // kAnyWhenSmall, and larger objects in any order too

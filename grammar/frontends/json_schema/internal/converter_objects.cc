@@ -292,6 +292,13 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
   const bool counted = opt_.order == PropertyOrder::kAnyRepeatable && !small &&
                        cap <= 0 && num_witnesses == 0 && !repeatable &&
                        num_required <= static_cast<size_t>(kMaxCountedMembers);
+  // kAny's objects too large for a state per subset of members written:
+  // each declared member a rule counted once at run time (member_once), the
+  // required ones required (grammar_ir.h). Such an object has a member
+  // unless it may be empty, so minProperties 1 needs no count.
+  const bool once = opt_.order == PropertyOrder::kAny && !small &&
+                    o.max_props < 0 && o.min_props <= 1 && num_witnesses == 0 &&
+                    n <= static_cast<size_t>(kMaxCountedMembers);
   const bool any_order =
       opt_.order == PropertyOrder::kAny || repeatable || counted ||
       (small && (opt_.order == PropertyOrder::kAnyWhenSmall ||
@@ -307,7 +314,7 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
     }
   }
   const int64_t count_states = (cap + 1) * (int64_t{all_found} + 1);
-  const size_t seen_bits = repeatable ? num_required : counted ? 0 : n;
+  const size_t seen_bits = repeatable ? num_required : counted || once ? 0 : n;
   const int64_t member_states =
       any_order ? (seen_bits >= 20 ? int64_t{1} << 20 : int64_t{1} << seen_bits)
                 : static_cast<int64_t>(n) + 1;
@@ -321,7 +328,13 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
         absl::StrCat("an object with ", n, " properties",
                      cap > 0 ? absl::StrCat(", counting up to ", cap) : "",
                      " needs more than ", kMaxCountingRules, " grammar rules",
-                     any_order ? " in any order" : ""));
+                     any_order ? " in any order" : "",
+                     opt_.order == PropertyOrder::kAny &&
+                             n > static_cast<size_t>(kMaxCountedMembers)
+                         ? absl::StrCat(" (a matcher counts at most ",
+                                        kMaxCountedMembers,
+                                        " declared properties at run time)")
+                         : ""));
   }
   for (Member& m : members) {
     // In any order, every state of which members were written calls the
@@ -336,6 +349,46 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
       return any_order ? e_.Ref(e_.NewRule("member", member)) : member;
     };
     for (int32_t value : m.values) m.exprs.push_back(with(value));
+  }
+  if (once) {
+    // One rule holds the whole object, so that every member returns into a
+    // frame of it. The first member is called once anyway; each later one
+    // begins with its separator, so that a member counted already refuses
+    // the separator too, while the whitespace before it stays the object's
+    // (its closing brace then always follows, or a member it requires).
+    std::vector<int32_t> firsts, nexts;
+    uint64_t required = 0;
+    for (size_t j = 0; j < n; ++j) {
+      const int32_t expr = members[j].exprs[0];
+      if (e_.IsNothing(expr)) {
+        if (members[j].required) return e_.Nothing();
+        continue;
+      }
+      const int32_t first = e_.NewRule("member_first", expr);
+      const int32_t next = e_.NewRule(
+          "member_next", e_.Seq({e_.ItemSeparatorAfterWs(depth), expr}));
+      for (int32_t rule : {first, next}) {
+        e_.g().rules[rule].member_bit = static_cast<int8_t>(j);
+      }
+      e_.g().rules[next].member_once = true;
+      if (members[j].required) required |= uint64_t{1} << j;
+      firsts.push_back(e_.Ref(first));
+      nexts.push_back(e_.Ref(next));
+    }
+    if (has_other) {
+      firsts.push_back(other[0]);
+      nexts.push_back(e_.Seq({e_.ItemSeparatorAfterWs(depth), other[0]}));
+    }
+    const int32_t body =
+        e_.Seq({e_.Open('{', depth), e_.Alt(std::move(firsts)),
+                e_.g().AddRepeat(e_.Seq({e_.Ws(), e_.Alt(std::move(nexts))}), 0,
+                                 kUnbounded),
+                e_.Close('}', depth)});
+    const int32_t rule = e_.NewRule("any_order_object", body);
+    e_.g().rules[rule].required_members = required;
+    return e_.Alt(
+        {required == 0 && o.min_props <= 0 ? e_.Empty('{', '}') : e_.Nothing(),
+         e_.Ref(rule)});
   }
   if (counted) {
     // One rule holds the whole object, so that every member returns into a

@@ -230,6 +230,13 @@ int32_t JsonEmitter::ItemSeparator(int depth) {
   });
 }
 
+int32_t JsonEmitter::ItemSeparatorAfterWs(int depth) {
+  if (!layout_.flexible) return ItemSeparator(depth);
+  return Once(&punctuation_, {'a', ',', depth}, [&] {
+    return Seq({Bytes(","), Ws()});
+  });
+}
+
 int32_t JsonEmitter::KeySeparator() {
   if (key_separator_ < 0) {
     key_separator_ = layout_.flexible ? Seq({Ws(), Bytes(":"), Ws()})

@@ -93,6 +93,8 @@ class JsonEmitter {
   int32_t Close(char bracket, int depth);
   int32_t Empty(char open, char close);
   int32_t ItemSeparator(int depth);
+  // ItemSeparator but for the whitespace before the comma (Ws()).
+  int32_t ItemSeparatorAfterWs(int depth);
   int32_t KeySeparator();
 
   // Shared terminal rules, as references.

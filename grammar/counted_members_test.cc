@@ -1,8 +1,9 @@
-// Required members counted at run time (grammar_ir.h's member_bit and
-// required_members: JsonPropertyOrder::kAnyRepeatable's objects with more
-// than six required members): the mask against a direct reading, and the
-// matcher's other paths (rollback, fork, jump-forward, serialization) over
-// the bits it keeps.
+// Members counted at run time (grammar_ir.h's member_bit, required_members
+// and member_once): JsonPropertyOrder::kAnyRepeatable's objects with more
+// than six required members, and kAny's objects of more than six members,
+// each declared one at most once. The mask against a direct reading, and
+// the matcher's other paths (rollback, fork, jump-forward, serialization)
+// over the bits it keeps.
 #include <random>
 #include <set>
 #include <string>
@@ -37,11 +38,12 @@ std::shared_ptr<const Vocabulary> TestVocab() {
   return *Vocabulary::FromTokens(tokens, {eos}, {eos}, {"members", {}, 0});
 }
 
-absl::StatusOr<CompiledGrammar> CompileSchema(const GrammarCompiler& compiler,
-                                              const std::string& schema) {
+absl::StatusOr<CompiledGrammar> CompileSchema(
+    const GrammarCompiler& compiler, const std::string& schema,
+    JsonPropertyOrder order = JsonPropertyOrder::kAnyRepeatable) {
   JsonSchemaOptions options;
   options.whitespace = JsonWhitespace::kCompact;
-  options.property_order = JsonPropertyOrder::kAnyRepeatable;
+  options.property_order = order;
   auto converted = JsonSchemaToGrammar(schema, options);
   if (!converted.ok()) return converted.status();
   return compiler.Compile(std::move(converted->grammar));
@@ -318,6 +320,188 @@ TEST(RequiredMembers, SixtyFourAreCountedAndMoreStayAsWritten) {
       EXPECT_FALSE(Accepts(*g, "{\"m0\":1}"));
     }
   }
+}
+
+// What a prefix of objects whose declared members come at most once may
+// hold, read directly: no declared name twice in a counted object (at
+// nesting depth `depth`), a name in the making that can still become one
+// not written yet (or, unless `closed`, an undeclared one), no separator
+// left with nothing to follow it, and closed objects holding the required.
+bool OnceObjectsCanGoOn(const std::string& text, int depth, bool closed) {
+  const std::set<std::string> declared = {"a", "b", "c", "d", "e",
+                                          "f", "g", "h", "i"};
+  struct Open {
+    char bracket;
+    bool expect_key = true;
+    std::set<std::string> names;
+  };
+  std::vector<Open> open;
+  bool in_string = false, in_key = false, escaped = false;
+  std::string last_string;
+  size_t string_begin = 0;
+  auto counted = [&] {
+    return static_cast<int>(open.size()) == depth + 1 &&
+           open.back().bracket == '{';
+  };
+  // Whether `prefix` can still become a name the object may take.
+  auto can_name = [&](const std::string& prefix, bool complete) {
+    for (const std::string& name : declared) {
+      if (open.back().names.count(name)) continue;
+      if (complete ? name == prefix
+                   : name.compare(0, prefix.size(), prefix) == 0)
+        return true;
+    }
+    if (closed) return false;
+    return !complete || !declared.count(prefix);
+  };
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+        last_string = text.substr(string_begin, i - string_begin);
+        if (in_key && counted() && !can_name(last_string, true)) return false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      in_key =
+          !open.empty() && open.back().bracket == '{' && open.back().expect_key;
+      string_begin = i + 1;
+    } else if (c == ':') {
+      open.back().names.insert(last_string);
+      open.back().expect_key = false;
+    } else if (c == ',') {
+      if (open.back().bracket == '{') open.back().expect_key = true;
+    } else if (c == '{' || c == '[') {
+      open.push_back({c, true, {}});
+    } else if (c == '}' || c == ']') {
+      if (c == '}' && counted()) {
+        for (const std::string& name : kRequired) {
+          if (!open.back().names.count(name)) return false;
+        }
+      }
+      open.pop_back();
+    }
+  }
+  if (!counted()) return true;
+  if (in_string && in_key) {
+    return can_name(text.substr(string_begin), false);
+  }
+  // A separator (or an opening brace) waiting for a name.
+  if (!in_string && open.back().expect_key) return can_name("", false);
+  return true;
+}
+
+// Random walks as above: kAny's object (each declared member once) against
+// kAnyRepeatable's without required members, narrowed by reading directly.
+TEST(OnceMembers, MasksMatchADirectReading) {
+  GrammarCompiler compiler(TestVocab());
+  const Vocabulary& vocab = compiler.vocabulary();
+  for (bool closed : {false, true}) {
+    const std::string with = Counted(true, closed);
+    const std::string without = Counted(false, closed);
+    const std::vector<std::pair<std::string, std::string>> shapes = {
+        {with, without},
+        {R"({"type":"array","items":)" + with + "}",
+         R"({"type":"array","items":)" + without + "}"}};
+    for (size_t shape = 0; shape < shapes.size(); ++shape) {
+      auto once =
+          CompileSchema(compiler, shapes[shape].first, JsonPropertyOrder::kAny);
+      auto plain = CompileSchema(compiler, shapes[shape].second);
+      ASSERT_TRUE(once.ok()) << once.status();
+      ASSERT_TRUE(plain.ok()) << plain.status();
+      const int depth = static_cast<int>(shape);
+      std::mt19937 rng(3 + shape);
+      int ended = 0, narrowed = 0;
+      for (int walk = 0; walk < 30; ++walk) {
+        GrammarMatcher p(*plain), o(*once);
+        std::vector<uint32_t> prow(plain->mask_words()),
+            orow(once->mask_words());
+        std::string text;
+        for (int step = 0; step < 300 && !o.IsTerminated(); ++step) {
+          p.FillNextTokenMask(prow.data());
+          o.FillNextTokenMask(orow.data());
+          std::vector<int32_t> allowed;
+          for (int32_t id = 0; id < vocab.size(); ++id) {
+            bool want = Bit(prow, id);
+            if (want && !vocab.is_eos(id)) {
+              want = OnceObjectsCanGoOn(text + std::string(vocab.bytes(id)),
+                                        depth, closed);
+              narrowed += !want;
+            }
+            ASSERT_EQ(Bit(orow, id), want)
+                << shapes[shape].first << " after '" << text << "' token '"
+                << vocab.bytes(id) << "'";
+            if (want) allowed.push_back(id);
+          }
+          ASSERT_FALSE(allowed.empty()) << "after '" << text << "'";
+          int32_t pick = allowed[rng() % allowed.size()];
+          for (int32_t id : allowed) {
+            const std::string_view b = vocab.bytes(id);
+            if (vocab.is_eos(id)) {
+              pick = id;
+              break;
+            }
+            if (step > 100 ? b[0] == '"' || b[0] == '}' || b[0] == ']'
+                           : b.size() > 3 && b.find("\":") != b.npos) {
+              if (rng() % 2 == 0) pick = id;
+            }
+          }
+          ASSERT_TRUE(o.AcceptToken(pick).ok());
+          ASSERT_TRUE(p.AcceptToken(pick).ok());
+          if (!vocab.is_eos(pick)) text += vocab.bytes(pick);
+        }
+        if (o.IsTerminated()) {
+          ++ended;
+          EXPECT_TRUE(OnceObjectsCanGoOn(text, depth, closed)) << text;
+        }
+      }
+      EXPECT_GT(ended, 0) << shapes[shape].first;
+      EXPECT_GT(narrowed, 0) << shapes[shape].first;
+    }
+  }
+}
+
+TEST(OnceMembers, EachDeclaredMemberComesOnce) {
+  GrammarCompiler compiler(TestVocab());
+  auto g =
+      CompileSchema(compiler, Counted(true, true), JsonPropertyOrder::kAny);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_TRUE(Accepts(*g, std::string("{") + kAll + "}"));
+  EXPECT_TRUE(Accepts(
+      *g, R"({"g":"","h":1,"f":"","e":1,"a":1,"d":[],"c":{},"b":"","i":""})"));
+  EXPECT_FALSE(Accepts(*g, std::string("{") + kAll + R"(,"a":1})"));
+  EXPECT_FALSE(Accepts(*g, R"({"h":1,"h":1})"));
+  // Once all nine are written, no separator may follow.
+  GrammarMatcher m(*g);
+  ASSERT_TRUE(
+      m.AcceptString(std::string("{") + kAll + R"(,"h":1,"i":"")").ok());
+  EXPECT_FALSE(m.AcceptString(",").ok());
+  EXPECT_TRUE(m.AcceptString("}").ok());
+  // Undeclared names, where allowed, may come again (as in every order).
+  auto open =
+      CompileSchema(compiler, Counted(true, false), JsonPropertyOrder::kAny);
+  ASSERT_TRUE(open.ok()) << open.status();
+  EXPECT_TRUE(Accepts(*open, std::string("{") + kAll + R"(,"x":1,"x":2})"));
+  EXPECT_FALSE(Accepts(*open, std::string("{") + kAll + R"(,"b":""})"));
+  // An empty one is fine when nothing is required, unless minProperties 1.
+  auto none =
+      CompileSchema(compiler, Counted(false, true), JsonPropertyOrder::kAny);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(Accepts(*none, "{}"));
+  EXPECT_FALSE(Accepts(*none, R"({"a":1,"a":1})"));
+  std::string one = Counted(false, true);
+  one.insert(one.size() - 1, R"(,"minProperties":1)");
+  auto nonempty = CompileSchema(compiler, one, JsonPropertyOrder::kAny);
+  ASSERT_TRUE(nonempty.ok()) << nonempty.status();
+  EXPECT_FALSE(Accepts(*nonempty, "{}"));
+  EXPECT_TRUE(Accepts(*nonempty, R"({"i":""})"));
 }
 
 }  // namespace
