@@ -145,7 +145,7 @@ void GrammarMatcher::PlanMask() {
   reads_.clear();
   in_value_ = false;
   checking_ = false;
-  kept_sets_.clear();
+  risky_sets_.clear();
   if (terminated_) return;
   if (data.pda.has_distinct()) {
     for (const int32_t* it = scan_begin(); it != scan_end() && !in_value_;
@@ -154,19 +154,19 @@ void GrammarMatcher::PlanMask() {
     }
   }
   if (data.pda.has_members()) {
-    for (const int32_t* it = scan_begin(); it != scan_end(); ++it) {
-      const int32_t state = pool_[*it].state;
-      if (data.pda.MayReadChecked(data.pda.StateRule(state))) {
-        checking_ = true;
-      } else {
-        // Tokens read within this top's rule end no rule that requires
-        // members and call no once member (CheckRequiredMembersEndOnBytes):
-        // its own set holds.
-        kept_sets_.push_back(&data.table.For(state)->accepted);
-        checking_ = checking_ || InCheckingFrame(*it);
-      }
+    for (const int32_t* it = scan_begin(); it != scan_end() && !checking_;
+         ++it) {
+      checking_ =
+          data.pda.MayReadChecked(data.pda.StateRule(pool_[*it].state)) ||
+          InCheckingFrame(*it);
     }
   }
+  // Whether a rule's own reading may end a rule requiring members or call a
+  // once member (then its sets may hold tokens the frames refuse).
+  const auto risky = [&](int32_t node) {
+    return checking_ &&
+           data.pda.MayReadChecked(data.pda.StateRule(pool_[node].state));
+  };
   if (scan_end() - scan_begin() > 1) {
     tops_.clear();
     for (const int32_t* it = scan_begin(); it != scan_end(); ++it) {
@@ -178,6 +178,14 @@ void GrammarMatcher::PlanMask() {
     const StackNode node = pool_[*it];
     const internal::StateTokens* t = data.table.For(node.state);
     if (!t->accepted.empty()) sets_.push_back(&t->accepted);
+    // A token read within a rule that is not checking members, and calls
+    // none that is, ends no rule requiring members and calls no once member
+    // (CheckRequiredMembersEndOnBytes): its sets hold until a level read in
+    // such a rule, and above it.
+    bool level_risky = risky(*it);
+    if (level_risky && !t->accepted.empty()) {
+      risky_sets_.push_back(&t->accepted);
+    }
     // Below the root rule's frame nothing may follow.
     if (t->uncertain.empty() || node.parent == kBottom) continue;
     // Uncertain tokens depend on each stack's callers: the nearest callers'
@@ -188,6 +196,10 @@ void GrammarMatcher::PlanMask() {
     int32_t caller = node.parent;
     while (ctx != nullptr) {
       if (!ctx->accepted.empty()) sets_.push_back(&ctx->accepted);
+      level_risky = level_risky || risky(caller);
+      if (level_risky && !ctx->accepted.empty()) {
+        risky_sets_.push_back(&ctx->accepted);
+      }
       pending = &ctx->uncertain;
       caller = pool_[caller].parent;
       if (pending->empty() || caller == kBottom) break;
@@ -283,20 +295,16 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
   }
   if (checking_) {
     // Likewise a token that may end a rule requiring members or call a once
-    // member, unless some stack reads it within a rule that cannot.
+    // member, from the sets of the levels that may (PlanMask).
     reading_.clear();
-    for (int32_t id : grammar_.data().member_checked_tokens) {
-      uint32_t& word = row[id >> 5];
-      if (!(word & (1u << (id & 31)))) continue;
-      if (std::any_of(kept_sets_.begin(), kept_sets_.end(),
-                      [id](const internal::TokenSet* set) {
-                        return set->Contains(id);
-                      })) {
-        continue;
-      }
-      word &= ~(1u << (id & 31));
-      reading_.push_back(id);
+    for (const internal::TokenSet* set : risky_sets_) {
+      set->TakeFrom(row, grammar_.data().member_checked_bits.data(), words,
+                    &reading_);
     }
+    // ReadSorted shares the steps of tokens that share a prefix.
+    std::sort(reading_.begin(), reading_.end(), [&](int32_t a, int32_t b) {
+      return vocab.bytes(a) < vocab.bytes(b);
+    });
     stepper_.ReadSorted(&pool_, scan_begin(), scan_end(), vocab, reading_,
                         allow_readable);
   }

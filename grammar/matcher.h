@@ -169,9 +169,9 @@ class GrammarMatcher {
   bool in_value_ = false;
   // Whether a token may end a rule lacking required members or call a once
   // member counted already (or do so in a frame that may start within the
-  // token), and the token sets that cannot: PlanMask's.
+  // token), and the sets of sets_ that may hold such tokens: PlanMask's.
   bool checking_ = false;
-  std::vector<const internal::TokenSet*> kept_sets_;
+  std::vector<const internal::TokenSet*> risky_sets_;
 };
 
 // Fills the mask rows of a batch: row i, at masks + i * stride_words, for

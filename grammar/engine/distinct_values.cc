@@ -256,17 +256,23 @@ std::array<bool, 256> EndingBytes(const Pda& pda, std::vector<uint8_t> ends,
   return ending;
 }
 
-// The tokens, in the index's byte order, holding one of `bytes`.
+// The tokens, in the index's byte order, holding one of `bytes`: a walk of
+// the index's trie that takes a node's whole subtree at the first such byte
+// (a tenth of reading every token's bytes).
 std::vector<int32_t> TokensHolding(const TokenIndex& index,
                                    const std::array<bool, 256>& bytes) {
   std::vector<int32_t> out;
-  for (int32_t i = 0; i < index.size(); ++i) {
-    for (char ch : index.bytes(i)) {
-      if (bytes[static_cast<uint8_t>(ch)]) {
-        out.push_back(index.id(i));
-        break;
-      }
+  for (int32_t n = 1; n < index.num_nodes();) {
+    if (!bytes[index.node_byte(n)]) {
+      ++n;
+      continue;
     }
+    const int32_t end = index.node_end(n);
+    for (int32_t i = index.node_tokens_begin(n);
+         i < index.node_tokens_begin(end); ++i) {
+      out.push_back(index.id(i));
+    }
+    n = end;
   }
   return out;
 }
@@ -308,8 +314,8 @@ absl::Status CheckRequiredMembersEndOnBytes(const Pda& pda) {
   return absl::OkStatus();
 }
 
-std::vector<int32_t> TokensThatMayCheckMembers(const Pda& pda,
-                                               const TokenIndex& index) {
+std::vector<uint32_t> TokensThatMayCheckMembers(const Pda& pda,
+                                                const TokenIndex& index) {
   if (!pda.has_members()) return {};
   std::vector<uint8_t> ends(pda.num_rules(), 0);
   for (int32_t r = 0; r < pda.num_rules(); ++r) {
@@ -343,7 +349,11 @@ std::vector<int32_t> TokensThatMayCheckMembers(const Pda& pda,
       }
     }
   }
-  return TokensHolding(index, bytes);
+  std::vector<uint32_t> bits(index.all_bits().size(), 0);
+  for (int32_t id : TokensHolding(index, bytes)) {
+    bits[id >> 5] |= 1u << (id & 31);
+  }
+  return bits;
 }
 
 }  // namespace grammard::grammar::internal

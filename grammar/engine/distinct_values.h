@@ -56,13 +56,13 @@ std::vector<int32_t> TokensThatMayEndValues(const Pda& pda,
 // some call does; OK without such rules.
 absl::Status CheckRequiredMembersEndOnBytes(const Pda& pda);
 
-// The tokens, in the index's byte order, holding a byte that may end a rule
-// with required members (an object's closing brace) or that a once member
-// may read first (the separator before it): where a frame below lacks some
-// or has counted some, only they need reading for real. Empty without such
-// rules.
-std::vector<int32_t> TokensThatMayCheckMembers(const Pda& pda,
-                                               const TokenIndex& index);
+// The tokens holding a byte that may end a rule with required members (an
+// object's closing brace) or that a once member may read first (the
+// separator before it), a bit per id of the vocabulary: where a frame below
+// lacks some or has counted some, only they need reading for real. Empty
+// without such rules.
+std::vector<uint32_t> TokensThatMayCheckMembers(const Pda& pda,
+                                                const TokenIndex& index);
 
 }  // namespace grammard::grammar::internal
 

@@ -28,7 +28,7 @@ struct GrammarData {
         pda(std::move(pda_in)),
         table(pda, *index),
         value_ending_tokens(TokensThatMayEndValues(pda, *index)),
-        member_checked_tokens(TokensThatMayCheckMembers(pda, *index)) {}
+        member_checked_bits(TokensThatMayCheckMembers(pda, *index)) {}
 
   std::shared_ptr<const TokenIndex> index;
   Pda pda;
@@ -38,8 +38,8 @@ struct GrammarData {
   // values (distinct_values.h).
   std::vector<int32_t> value_ending_tokens;
   // With counted members, the tokens a matcher reads for real where a frame
-  // lacks some or has counted some (distinct_values.h).
-  std::vector<int32_t> member_checked_tokens;
+  // lacks some or has counted some (distinct_values.h), a bit per id.
+  std::vector<uint32_t> member_checked_bits;
 };
 
 // The data of a grammar just compiled: states grouped, none classified yet.

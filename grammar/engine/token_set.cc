@@ -36,8 +36,6 @@ TokenSet TokenSet::FromBits(std::vector<uint32_t> bits) {
 TokenSet TokenSet::FromIds(std::vector<int32_t> ids, int32_t words) {
   TokenSet set;
   if (IdsAreCheaper(static_cast<int64_t>(ids.size()), words)) {
-    // Sorted, for Contains.
-    std::sort(ids.begin(), ids.end());
     set.ids_ = std::move(ids);
     return set;
   }
@@ -46,9 +44,26 @@ TokenSet TokenSet::FromIds(std::vector<int32_t> ids, int32_t words) {
   return set;
 }
 
-bool TokenSet::Contains(int32_t id) const {
-  if (!bits_.empty()) return (bits_[id >> 5] >> (id & 31)) & 1u;
-  return std::binary_search(ids_.begin(), ids_.end(), id);
+void TokenSet::TakeFrom(uint32_t* row, const uint32_t* filter, int32_t words,
+                        std::vector<int32_t>* out) const {
+  if (!bits_.empty()) {
+    for (int32_t w = 0; w < words; ++w) {
+      const uint32_t m = bits_[w] & filter[w] & row[w];
+      if (m == 0) continue;
+      row[w] &= ~m;
+      for (uint32_t b = m; b != 0; b &= b - 1) {
+        out->push_back(32 * w + __builtin_ctz(b));
+      }
+    }
+    return;
+  }
+  for (int32_t id : ids_) {
+    const uint32_t bit = 1u << (id & 31);
+    if ((filter[id >> 5] & bit) && (row[id >> 5] & bit)) {
+      row[id >> 5] &= ~bit;
+      out->push_back(id);
+    }
+  }
 }
 
 void TokenSet::AddTo(uint32_t* row, int32_t words, bool* clean) const {
@@ -89,7 +104,6 @@ bool TokenSet::Load(ByteReader* in, int32_t vocab_size) {
     return false;
   const size_t words = (static_cast<size_t>(vocab_size) + 31) / 32;
   if (!bits_.empty() && bits_.size() != words) return in->Fail();
-  if (!std::is_sorted(ids_.begin(), ids_.end())) return in->Fail();
   return true;
 }
 

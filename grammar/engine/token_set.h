@@ -27,8 +27,11 @@ class TokenSet {
   // all zeros (cleared by the first call that writes it), which lets a
   // bitset be copied rather than merged.
   void AddTo(uint32_t* row, int32_t words, bool* clean) const;
-  // O(1) for a bitset, O(log ids) otherwise (ids are kept sorted).
-  bool Contains(int32_t id) const;
+  // Appends to `out` the ids of the set that are in both `filter` and
+  // `row` (bitsets of `words` words), clearing them from `row`. O(words)
+  // for a bitset, O(ids) otherwise.
+  void TakeFrom(uint32_t* row, const uint32_t* filter, int32_t words,
+                std::vector<int32_t>* out) const;
   bool is_bitset() const { return !bits_.empty(); }
   bool empty() const { return bits_.empty() && ids_.empty(); }
   size_t MemoryBytes() const;
