@@ -4,6 +4,7 @@
 // each declared one at most once. The mask against a direct reading, and
 // the matcher's other paths (rollback, fork, jump-forward, serialization)
 // over the bits it keeps.
+#include <functional>
 #include <random>
 #include <set>
 #include <string>
@@ -116,13 +117,69 @@ bool ClosedObjectsHoldTheRequired(const std::string& text, int depth) {
   return true;
 }
 
+// Random walks: the mask of `counted` against the mask of `plain` (which
+// accepts more), narrowed by `can_go_on` reading the text directly. Every
+// walk must be able to end, every text it ends must pass `can_go_on`, and
+// the narrowing must have bitten somewhere. Walks prefer tokens that write
+// whole members, and past `late` steps those that close things.
+void WalkAgainstADirectReading(
+    const GrammarCompiler& compiler, const CompiledGrammar& counted,
+    const CompiledGrammar& plain, uint32_t seed, int steps, int late,
+    const std::function<bool(const std::string&)>& can_go_on,
+    const std::string& what) {
+  const Vocabulary& vocab = compiler.vocabulary();
+  std::mt19937 rng(seed);
+  int ended = 0, narrowed = 0;
+  for (int walk = 0; walk < 30; ++walk) {
+    GrammarMatcher p(plain), c(counted);
+    std::vector<uint32_t> prow(plain.mask_words()), crow(counted.mask_words());
+    std::string text;
+    for (int step = 0; step < steps && !c.IsTerminated(); ++step) {
+      p.FillNextTokenMask(prow.data());
+      c.FillNextTokenMask(crow.data());
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < vocab.size(); ++id) {
+        bool want = Bit(prow, id);
+        if (want && !vocab.is_eos(id)) {
+          want = can_go_on(text + std::string(vocab.bytes(id)));
+          narrowed += !want;
+        }
+        ASSERT_EQ(Bit(crow, id), want) << what << " after '" << text
+                                       << "' token '" << vocab.bytes(id) << "'";
+        if (want) allowed.push_back(id);
+      }
+      ASSERT_FALSE(allowed.empty()) << "after '" << text << "'";
+      int32_t pick = allowed[rng() % allowed.size()];
+      for (int32_t id : allowed) {
+        const std::string_view b = vocab.bytes(id);
+        if (vocab.is_eos(id)) {
+          pick = id;
+          break;
+        }
+        if (step > late ? b[0] == '"' || b[0] == '}' || b[0] == ']'
+                        : b.size() > 3 && b.find("\":") != b.npos) {
+          if (rng() % 2 == 0) pick = id;
+        }
+      }
+      ASSERT_TRUE(c.AcceptToken(pick).ok());
+      ASSERT_TRUE(p.AcceptToken(pick).ok());
+      if (!vocab.is_eos(pick)) text += vocab.bytes(pick);
+    }
+    if (c.IsTerminated()) {
+      ++ended;
+      EXPECT_TRUE(can_go_on(text)) << text;
+    }
+  }
+  EXPECT_GT(ended, 0) << what;
+  EXPECT_GT(narrowed, 0) << what;
+}
+
 // Random walks: the mask of the object with its required members against
 // the same object's mask without them, narrowed by reading the objects
 // closed directly. Every walk must be able to end, and every text it ends
 // must hold the required members.
 TEST(RequiredMembers, MasksMatchADirectReading) {
   GrammarCompiler compiler(TestVocab());
-  const Vocabulary& vocab = compiler.vocabulary();
   for (bool closed : {false, true}) {
     // The object itself, an array of them, and one as the value of the only
     // member of an object (so that objects at depth 1 are counted ones).
@@ -142,55 +199,12 @@ TEST(RequiredMembers, MasksMatchADirectReading) {
       ASSERT_TRUE(counted.ok()) << counted.status();
       ASSERT_TRUE(plain.ok()) << plain.status();
       const int depth = shape == 0 ? 0 : 1;
-      std::mt19937 rng(7 + shape);
-      int ended = 0, narrowed = 0;
-      for (int walk = 0; walk < 30; ++walk) {
-        GrammarMatcher p(*plain), c(*counted);
-        std::vector<uint32_t> prow(plain->mask_words()),
-            crow(counted->mask_words());
-        std::string text;
-        for (int step = 0; step < 400 && !c.IsTerminated(); ++step) {
-          p.FillNextTokenMask(prow.data());
-          c.FillNextTokenMask(crow.data());
-          std::vector<int32_t> allowed;
-          for (int32_t id = 0; id < vocab.size(); ++id) {
-            bool want = Bit(prow, id);
-            if (want && !vocab.is_eos(id)) {
-              want = ClosedObjectsHoldTheRequired(
-                  text + std::string(vocab.bytes(id)), depth);
-              narrowed += !want;
-            }
-            ASSERT_EQ(Bit(crow, id), want)
-                << shapes[shape].first << " after '" << text << "' token '"
-                << vocab.bytes(id) << "'";
-            if (want) allowed.push_back(id);
-          }
-          ASSERT_FALSE(allowed.empty()) << "after '" << text << "'";
-          // Prefer tokens that write whole members, and late in a walk
-          // those that close things, so that walks end.
-          int32_t pick = allowed[rng() % allowed.size()];
-          for (int32_t id : allowed) {
-            const std::string_view b = vocab.bytes(id);
-            if (vocab.is_eos(id)) {
-              pick = id;
-              break;
-            }
-            if (step > 150 ? b[0] == '"' || b[0] == '}' || b[0] == ']'
-                           : b.size() > 3 && b.find("\":") != b.npos) {
-              if (rng() % 2 == 0) pick = id;
-            }
-          }
-          ASSERT_TRUE(c.AcceptToken(pick).ok());
-          ASSERT_TRUE(p.AcceptToken(pick).ok());
-          if (!vocab.is_eos(pick)) text += vocab.bytes(pick);
-        }
-        if (c.IsTerminated()) {
-          ++ended;
-          EXPECT_TRUE(ClosedObjectsHoldTheRequired(text, depth)) << text;
-        }
-      }
-      EXPECT_GT(ended, 0) << shapes[shape].first;
-      EXPECT_GT(narrowed, 0) << shapes[shape].first;
+      WalkAgainstADirectReading(
+          compiler, *counted, *plain, 7 + shape, 400, 150,
+          [&](const std::string& text) {
+            return ClosedObjectsHoldTheRequired(text, depth);
+          },
+          shapes[shape].first);
     }
   }
 }
@@ -402,7 +416,6 @@ bool OnceObjectsCanGoOn(const std::string& text, int depth, bool closed) {
 // kAnyRepeatable's without required members, narrowed by reading directly.
 TEST(OnceMembers, MasksMatchADirectReading) {
   GrammarCompiler compiler(TestVocab());
-  const Vocabulary& vocab = compiler.vocabulary();
   for (bool closed : {false, true}) {
     const std::string with = Counted(true, closed);
     const std::string without = Counted(false, closed);
@@ -417,53 +430,12 @@ TEST(OnceMembers, MasksMatchADirectReading) {
       ASSERT_TRUE(once.ok()) << once.status();
       ASSERT_TRUE(plain.ok()) << plain.status();
       const int depth = static_cast<int>(shape);
-      std::mt19937 rng(3 + shape);
-      int ended = 0, narrowed = 0;
-      for (int walk = 0; walk < 30; ++walk) {
-        GrammarMatcher p(*plain), o(*once);
-        std::vector<uint32_t> prow(plain->mask_words()),
-            orow(once->mask_words());
-        std::string text;
-        for (int step = 0; step < 300 && !o.IsTerminated(); ++step) {
-          p.FillNextTokenMask(prow.data());
-          o.FillNextTokenMask(orow.data());
-          std::vector<int32_t> allowed;
-          for (int32_t id = 0; id < vocab.size(); ++id) {
-            bool want = Bit(prow, id);
-            if (want && !vocab.is_eos(id)) {
-              want = OnceObjectsCanGoOn(text + std::string(vocab.bytes(id)),
-                                        depth, closed);
-              narrowed += !want;
-            }
-            ASSERT_EQ(Bit(orow, id), want)
-                << shapes[shape].first << " after '" << text << "' token '"
-                << vocab.bytes(id) << "'";
-            if (want) allowed.push_back(id);
-          }
-          ASSERT_FALSE(allowed.empty()) << "after '" << text << "'";
-          int32_t pick = allowed[rng() % allowed.size()];
-          for (int32_t id : allowed) {
-            const std::string_view b = vocab.bytes(id);
-            if (vocab.is_eos(id)) {
-              pick = id;
-              break;
-            }
-            if (step > 100 ? b[0] == '"' || b[0] == '}' || b[0] == ']'
-                           : b.size() > 3 && b.find("\":") != b.npos) {
-              if (rng() % 2 == 0) pick = id;
-            }
-          }
-          ASSERT_TRUE(o.AcceptToken(pick).ok());
-          ASSERT_TRUE(p.AcceptToken(pick).ok());
-          if (!vocab.is_eos(pick)) text += vocab.bytes(pick);
-        }
-        if (o.IsTerminated()) {
-          ++ended;
-          EXPECT_TRUE(OnceObjectsCanGoOn(text, depth, closed)) << text;
-        }
-      }
-      EXPECT_GT(ended, 0) << shapes[shape].first;
-      EXPECT_GT(narrowed, 0) << shapes[shape].first;
+      WalkAgainstADirectReading(
+          compiler, *once, *plain, 3 + shape, 300, 100,
+          [&](const std::string& text) {
+            return OnceObjectsCanGoOn(text, depth, closed);
+          },
+          shapes[shape].first);
     }
   }
 }

@@ -210,8 +210,7 @@ Grammar MergeEqualRules(Grammar grammar) {
       cls[r] =
           dense
               .emplace(std::make_tuple(cls[r], rule.distinct, rule.member_bit,
-                                       rule.required_members,
-                                       rule.member_once),
+                                       rule.required_members, rule.member_once),
                        static_cast<int32_t>(dense.size()))
               .first->second;
     }

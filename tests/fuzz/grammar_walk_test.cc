@@ -30,6 +30,21 @@ TEST(GrammarWalkTest, EbnfTooAmbiguousStopsTheWalk) {
       });
 }
 
+// 200 walks of `length` random choices, one in eight a rollback (0xff) or
+// a fork and jump-forward (0xfe).
+void WalkRandomly(const grammar::CompiledGrammar& compiled, uint32_t seed,
+                  size_t length) {
+  std::mt19937 rng(seed);
+  for (int walk = 0; walk < 200; ++walk) {
+    std::vector<uint8_t> choices(length);
+    for (uint8_t& c : choices) {
+      const uint32_t r = rng() % 16;
+      c = r == 0 ? 0xff : r == 1 ? 0xfe : static_cast<uint8_t>(rng() % 0xfd);
+    }
+    WalkGrammar(compiled, choices.data(), choices.size());
+  }
+}
+
 // The walk's forks, jump-forwards and rollbacks over the state a matcher
 // keeps for uniqueItems (grammar/distinct_items_test.cc checks the masks).
 TEST(GrammarWalkTest, UniqueItemsForkJumpAndRollBack) {
@@ -41,19 +56,12 @@ TEST(GrammarWalkTest, UniqueItemsForkJumpAndRollBack) {
   ASSERT_TRUE(converted.ok()) << converted.status();
   auto compiled = compiler.Compile(std::move(converted->grammar));
   ASSERT_TRUE(compiled.ok()) << compiled.status();
-  std::mt19937 rng(3);
-  for (int walk = 0; walk < 200; ++walk) {
-    std::vector<uint8_t> choices(60);
-    for (uint8_t& c : choices) {
-      const uint32_t r = rng() % 16;
-      c = r == 0 ? 0xff : r == 1 ? 0xfe : static_cast<uint8_t>(rng() % 0xfd);
-    }
-    WalkGrammar(*compiled, choices.data(), choices.size());
-  }
+  WalkRandomly(*compiled, 3, 60);
 }
 
 // The same over the members an object counts at run time (required ones
-// past six, in any order: grammar/counted_members_test.cc checks the masks).
+// past six in any order, or every member once: grammar/counted_members_test.cc
+// checks the masks).
 TEST(GrammarWalkTest, RequiredMembersForkJumpAndRollBack) {
   const grammar::GrammarCompiler compiler(FuzzVocabulary());
   std::string properties, required;
@@ -63,23 +71,19 @@ TEST(GrammarWalkTest, RequiredMembersForkJumpAndRollBack) {
     if (name <= 'g')
       required += std::string(name == 'a' ? "" : ",") + "\"" + name + "\"";
   }
-  grammar::JsonSchemaOptions options;
-  options.property_order = grammar::JsonPropertyOrder::kAnyRepeatable;
-  auto converted = grammar::JsonSchemaToGrammar(
-      R"({"type":"array","items":{"type":"object","properties":{)" +
-          properties + R"(},"required":[)" + required + "]}}",
-      options);
-  ASSERT_TRUE(converted.ok()) << converted.status();
-  auto compiled = compiler.Compile(std::move(converted->grammar));
-  ASSERT_TRUE(compiled.ok()) << compiled.status();
-  std::mt19937 rng(5);
-  for (int walk = 0; walk < 200; ++walk) {
-    std::vector<uint8_t> choices(120);
-    for (uint8_t& c : choices) {
-      const uint32_t r = rng() % 16;
-      c = r == 0 ? 0xff : r == 1 ? 0xfe : static_cast<uint8_t>(rng() % 0xfd);
-    }
-    WalkGrammar(*compiled, choices.data(), choices.size());
+  // Repeatable members with the required ones counted; each member once.
+  for (auto order : {grammar::JsonPropertyOrder::kAnyRepeatable,
+                     grammar::JsonPropertyOrder::kAny}) {
+    grammar::JsonSchemaOptions options;
+    options.property_order = order;
+    auto converted = grammar::JsonSchemaToGrammar(
+        R"({"type":"array","items":{"type":"object","properties":{)" +
+            properties + R"(},"required":[)" + required + "]}}",
+        options);
+    ASSERT_TRUE(converted.ok()) << converted.status();
+    auto compiled = compiler.Compile(std::move(converted->grammar));
+    ASSERT_TRUE(compiled.ok()) << compiled.status();
+    WalkRandomly(*compiled, 5, 120);
   }
 }
 
