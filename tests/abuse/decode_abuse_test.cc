@@ -216,6 +216,89 @@ TEST_F(DecodeAbuseTest, TenThousandUniqueItemsStayBounded) {
                   ms);
 }
 
+// Item 19 (issue 35): objects in any order, each declared member at most
+// once. 64 members (what a matcher counts at run time) written in reverse
+// order, then one again: refused alone; 5,000 members: the compile refused,
+// naming the bound.
+TEST_F(DecodeAbuseTest, AnyOrderObjectsStayBounded) {
+  auto stub = NewStub();
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(120));
+  auto rw = stub->Decode(&context);
+  auto object = [](int members) {
+    std::string schema = R"({"type":"object","properties":{)";
+    for (int i = 0; i < members; ++i) {
+      schema +=
+          (i ? ",\"m" : "\"m") + std::to_string(i) + R"(":{"type":"integer"})";
+    }
+    return schema + "}}";
+  };
+  auto open = [&](uint64_t id, int members) {
+    v1::DecodeRequest request;
+    request.mutable_open()->set_sequence_id(id);
+    request.mutable_open()->set_tokenizer("llama3");
+    v1::Constraint* c = request.mutable_open()->mutable_constraint();
+    c->set_json_schema(object(members));
+    c->mutable_json_options()->set_property_order(
+        v1::JsonOptions::PROPERTY_ORDER_ANY);
+    c->mutable_json_options()->set_whitespace(
+        v1::JsonOptions::WHITESPACE_COMPACT);
+    EXPECT_TRUE(rw->Write(request));
+    v1::DecodeResponse response;
+    do {
+      EXPECT_TRUE(rw->Read(&response));
+    } while (!response.has_status() ||
+             response.status().state() == v1::GRAMMAR_STATE_COMPILING);
+    return response.status();
+  };
+  const auto wide_start = Clock::now();
+  const v1::SequenceStatus wide = open(2, 5000);
+  const double wide_ms = MsSince(wide_start);
+  EXPECT_EQ(wide.state(), v1::GRAMMAR_STATE_FAILED);
+  EXPECT_NE(wide.error().message().find("counts at most 64"), std::string::npos)
+      << wide.error().message();
+  const v1::SequenceStatus ready = open(1, 64);
+  ASSERT_EQ(ready.state(), v1::GRAMMAR_STATE_READY) << ready.error().message();
+  // llama3 reads each printable ASCII character alone as its code - 33.
+  auto step_with = [&](uint64_t step_id, const std::string& text) {
+    v1::DecodeRequest request;
+    request.mutable_step()->set_step_id(step_id);
+    v1::SequenceStep* seq = request.mutable_step()->add_sequences();
+    seq->set_sequence_id(1);
+    for (char c : text) seq->add_accepted_tokens(c - 33);
+    return StepOf(rw.get(), request);
+  };
+  double slowest_ms = 0;
+  for (int chunk = 0; chunk < 8; ++chunk) {
+    std::string text = chunk == 0 ? "{" : "";
+    for (int i = 63 - chunk * 8; i > 63 - (chunk + 1) * 8; --i) {
+      text += (i == 63 ? "\"m" : ",\"m") + std::to_string(i) + "\":1";
+    }
+    const auto start = Clock::now();
+    const v1::StepResult result = step_with(chunk + 1, text);
+    slowest_ms = std::max(slowest_ms, MsSince(start));
+    ASSERT_EQ(result.sequences_size(), 1);
+    ASSERT_FALSE(result.sequences(0).has_error())
+        << result.sequences(0).error().message();
+  }
+  const auto start = Clock::now();
+  const v1::StepResult repeated = step_with(9, ",\"m7\":1");
+  const double ms = MsSince(start);
+  ASSERT_EQ(repeated.sequences_size(), 1);
+  const v1::Error& error = repeated.sequences(0).error();
+  EXPECT_EQ(error.code(), grpc::StatusCode::INVALID_ARGUMENT)
+      << error.message();
+  rw->WritesDone();
+  EXPECT_TRUE(rw->Finish().ok());
+  EXPECT_LT(slowest_ms, kBystanderP99Ms) << slowest_ms;
+  ExpectContained(19,
+                  "64 members in any order, then one again; 5,000 members (" +
+                      std::to_string(static_cast<int>(wide_ms)) +
+                      " ms to refuse)",
+                  Describe(error), ms);
+}
+
 // Item 7: a stream that never reads its replies while it keeps opening an
 // id already open: its queue of refusals grew 95 MB/s, never returned. Once
 // cut off, the client reads what was queued before the cut, then the
