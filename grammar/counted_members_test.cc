@@ -292,6 +292,36 @@ TEST(RequiredMembers, RollbackForkJumpForwardAndSerializationKeepTheBits) {
   EXPECT_TRUE(k.NextMaskKey(&key));
 }
 
+// The bad-input catalogue: each of 150 nested objects counts its own
+// members, in both forms.
+TEST(CountedMembers, DeepNestingKeepsEachFrameApart) {
+  GrammarCompiler compiler(TestVocab());
+  const std::string schema = R"({"type":"object","properties":{
+      "a":{"type":"integer"},"b":{"type":"string"},"c":{"type":"object"},
+      "d":{"type":"array"},"e":{"type":"integer"},"f":{"type":"string"},
+      "g":{"type":"string"},"h":{"$ref":"#"}},
+      "required":["a","b","c","d","e","f","g"]})";
+  auto nested = [](int depth, int lacking_at) {
+    std::string text;
+    for (int level = 0; level < depth; ++level) {
+      text +=
+          std::string("{") + (level == lacking_at
+                                  ? R"("a":1,"b":"","c":{},"d":[],"e":1,"f":"")"
+                                  : kAll);
+      if (level + 1 < depth) text += ",\"h\":";
+    }
+    return text + std::string(static_cast<size_t>(depth), '}');
+  };
+  for (auto order :
+       {JsonPropertyOrder::kAnyRepeatable, JsonPropertyOrder::kAny}) {
+    auto g = CompileSchema(compiler, schema, order);
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_TRUE(Accepts(*g, nested(150, -1)));
+    EXPECT_FALSE(Accepts(*g, nested(150, 100)));
+    EXPECT_FALSE(Accepts(*g, nested(150, 149)));
+  }
+}
+
 TEST(RequiredMembers, TheCompilerRefusesARuleThatMayEndAfterACall) {
   GrammarCompiler compiler(TestVocab());
   Grammar g;
