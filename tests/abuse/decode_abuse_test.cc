@@ -63,6 +63,37 @@ v1::StepResult StepOf(Stream* rw, const v1::DecodeRequest& request) {
   return response.step();
 }
 
+// Opens sequence `id` on llama3 under `constraint` and reads until its
+// compile is over: its status.
+v1::SequenceStatus OpenAndWait(Stream* rw, uint64_t id,
+                               const v1::Constraint& constraint) {
+  v1::DecodeRequest request;
+  request.mutable_open()->set_sequence_id(id);
+  request.mutable_open()->set_tokenizer("llama3");
+  *request.mutable_open()->mutable_constraint() = constraint;
+  EXPECT_TRUE(rw->Write(request));
+  v1::DecodeResponse response;
+  do {
+    if (!rw->Read(&response)) {
+      ADD_FAILURE() << "the stream ended";
+      return {};
+    }
+  } while (!response.has_status() ||
+           response.status().state() == v1::GRAMMAR_STATE_COMPILING);
+  return response.status();
+}
+
+// Step `step_id` accepting `text` for sequence 1, a token per character:
+// llama3 reads each printable ASCII character alone as its code - 33.
+v1::StepResult StepText(Stream* rw, uint64_t step_id, const std::string& text) {
+  v1::DecodeRequest request;
+  request.mutable_step()->set_step_id(step_id);
+  v1::SequenceStep* seq = request.mutable_step()->add_sequences();
+  seq->set_sequence_id(1);
+  for (char c : text) seq->add_accepted_tokens(c - 33);
+  return StepOf(rw, request);
+}
+
 // The lowest token of llama3 the regex [a-z]+ allows ("a").
 constexpr int32_t kTokenA = 64;
 
@@ -164,28 +195,11 @@ TEST_F(DecodeAbuseTest, TenThousandUniqueItemsStayBounded) {
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::seconds(120));
   auto rw = stub->Decode(&context);
-  v1::DecodeRequest open;
-  open.mutable_open()->set_sequence_id(1);
-  open.mutable_open()->set_tokenizer("llama3");
-  open.mutable_open()->mutable_constraint()->set_json_schema(
+  v1::Constraint unique;
+  unique.set_json_schema(
       R"({"type":"array","items":{"type":"string"},"uniqueItems":true})");
-  ASSERT_TRUE(rw->Write(open));
-  v1::DecodeResponse response;
-  do {
-    ASSERT_TRUE(rw->Read(&response));
-  } while (!response.has_status() ||
-           response.status().state() == v1::GRAMMAR_STATE_COMPILING);
-  ASSERT_EQ(response.status().state(), v1::GRAMMAR_STATE_READY)
-      << response.status().error().message();
-  // llama3 reads each printable ASCII character alone as its code - 33.
-  auto step_with = [&](uint64_t step_id, const std::string& text) {
-    v1::DecodeRequest request;
-    request.mutable_step()->set_step_id(step_id);
-    v1::SequenceStep* seq = request.mutable_step()->add_sequences();
-    seq->set_sequence_id(1);
-    for (char c : text) seq->add_accepted_tokens(c - 33);
-    return StepOf(rw.get(), request);
-  };
+  const v1::SequenceStatus ready = OpenAndWait(rw.get(), 1, unique);
+  ASSERT_EQ(ready.state(), v1::GRAMMAR_STATE_READY) << ready.error().message();
   double slowest_ms = 0;
   for (int chunk = 0; chunk < 10; ++chunk) {
     std::string text = chunk == 0 ? "[" : "";
@@ -193,14 +207,14 @@ TEST_F(DecodeAbuseTest, TenThousandUniqueItemsStayBounded) {
       text += (i == 0 ? "\"i" : ",\"i") + std::to_string(i) + "\"";
     }
     const auto start = Clock::now();
-    const v1::StepResult result = step_with(chunk + 1, text);
+    const v1::StepResult result = StepText(rw.get(), chunk + 1, text);
     slowest_ms = std::max(slowest_ms, MsSince(start));
     ASSERT_EQ(result.sequences_size(), 1);
     ASSERT_FALSE(result.sequences(0).has_error())
         << result.sequences(0).error().message();
   }
   const auto start = Clock::now();
-  const v1::StepResult repeated = step_with(11, ",\"i5000\"");
+  const v1::StepResult repeated = StepText(rw.get(), 11, ",\"i5000\"");
   const double ms = MsSince(start);
   ASSERT_EQ(repeated.sequences_size(), 1);
   const v1::Error& error = repeated.sequences(0).error();
@@ -235,22 +249,13 @@ TEST_F(DecodeAbuseTest, AnyOrderObjectsStayBounded) {
     return schema + "}}";
   };
   auto open = [&](uint64_t id, int members) {
-    v1::DecodeRequest request;
-    request.mutable_open()->set_sequence_id(id);
-    request.mutable_open()->set_tokenizer("llama3");
-    v1::Constraint* c = request.mutable_open()->mutable_constraint();
-    c->set_json_schema(object(members));
-    c->mutable_json_options()->set_property_order(
+    v1::Constraint c;
+    c.set_json_schema(object(members));
+    c.mutable_json_options()->set_property_order(
         v1::JsonOptions::PROPERTY_ORDER_ANY);
-    c->mutable_json_options()->set_whitespace(
+    c.mutable_json_options()->set_whitespace(
         v1::JsonOptions::WHITESPACE_COMPACT);
-    EXPECT_TRUE(rw->Write(request));
-    v1::DecodeResponse response;
-    do {
-      EXPECT_TRUE(rw->Read(&response));
-    } while (!response.has_status() ||
-             response.status().state() == v1::GRAMMAR_STATE_COMPILING);
-    return response.status();
+    return OpenAndWait(rw.get(), id, c);
   };
   const auto wide_start = Clock::now();
   const v1::SequenceStatus wide = open(2, 5000);
@@ -260,15 +265,6 @@ TEST_F(DecodeAbuseTest, AnyOrderObjectsStayBounded) {
       << wide.error().message();
   const v1::SequenceStatus ready = open(1, 64);
   ASSERT_EQ(ready.state(), v1::GRAMMAR_STATE_READY) << ready.error().message();
-  // llama3 reads each printable ASCII character alone as its code - 33.
-  auto step_with = [&](uint64_t step_id, const std::string& text) {
-    v1::DecodeRequest request;
-    request.mutable_step()->set_step_id(step_id);
-    v1::SequenceStep* seq = request.mutable_step()->add_sequences();
-    seq->set_sequence_id(1);
-    for (char c : text) seq->add_accepted_tokens(c - 33);
-    return StepOf(rw.get(), request);
-  };
   double slowest_ms = 0;
   for (int chunk = 0; chunk < 8; ++chunk) {
     std::string text = chunk == 0 ? "{" : "";
@@ -276,14 +272,14 @@ TEST_F(DecodeAbuseTest, AnyOrderObjectsStayBounded) {
       text += (i == 63 ? "\"m" : ",\"m") + std::to_string(i) + "\":1";
     }
     const auto start = Clock::now();
-    const v1::StepResult result = step_with(chunk + 1, text);
+    const v1::StepResult result = StepText(rw.get(), chunk + 1, text);
     slowest_ms = std::max(slowest_ms, MsSince(start));
     ASSERT_EQ(result.sequences_size(), 1);
     ASSERT_FALSE(result.sequences(0).has_error())
         << result.sequences(0).error().message();
   }
   const auto start = Clock::now();
-  const v1::StepResult repeated = step_with(9, ",\"m7\":1");
+  const v1::StepResult repeated = StepText(rw.get(), 9, ",\"m7\":1");
   const double ms = MsSince(start);
   ASSERT_EQ(repeated.sequences_size(), 1);
   const v1::Error& error = repeated.sequences(0).error();
