@@ -22,7 +22,7 @@ void GrammarMatcher::Start() {
   history_.clear();
   terminated_ = false;
   const internal::Pda& pda = grammar_.data().pda;
-  if (pda.has_distinct() || pda.has_members()) stepper_.Track();
+  if (pda.has_run_time_checks()) stepper_.Track();
   int32_t root = stepper_.Add(&pool_, pda.RuleStart(pda.root_rule()), kBottom);
   internal::CloseFlags flags = stepper_.Close(&pool_, &root, 1, &scan_);
   history_.push_back({0, scan_.size(), pool_.size(), 0, flags.bottom, false});

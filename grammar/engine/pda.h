@@ -164,6 +164,9 @@ class Pda {
     return !may_read_checked_.empty() && may_read_checked_[rule] != 0;
   }
   bool has_members() const { return !member_bit_.empty(); }
+  // Whether some return or call is checked at run time (distinct rules or
+  // counted members): a matcher's stepper must then track (stack.h).
+  bool has_run_time_checks() const { return has_distinct() || has_members(); }
   // Whether a return from `rule` is more than a pop: a distinct value's end,
   // a member counted or members required.
   bool ReturnIsChecked(int32_t rule) const {

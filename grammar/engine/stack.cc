@@ -290,7 +290,7 @@ CloseFlags Stepper::CloseT(StackPool* pool_in, const int32_t* seeds, size_t n,
     scan->resize(mark);
     flags = CloseFlags();
   }
-  const bool plain = !pda.has_distinct() && !pda.has_members();
+  const bool plain = !pda.has_run_time_checks();
   work_.assign(seeds, seeds + n);
   seen_.Clear();
   while (!work_.empty()) {
