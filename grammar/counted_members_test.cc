@@ -14,6 +14,7 @@
 #include "grammar/frontends/json_schema/json_schema.h"
 #include "grammar/matcher.h"
 #include "grammar/serialize.h"
+#include "grammar/testing/direct_reading_walk.h"
 #include "gtest/gtest.h"
 
 namespace grammard::grammar {
@@ -117,61 +118,31 @@ bool ClosedObjectsHoldTheRequired(const std::string& text, int depth) {
   return true;
 }
 
-// Random walks: the mask of `counted` against the mask of `plain` (which
-// accepts more), narrowed by `can_go_on` reading the text directly. Every
-// walk must be able to end, every text it ends must pass `can_go_on`, and
-// the narrowing must have bitten somewhere. Walks prefer tokens that write
-// whole members, and past `late` steps those that close things.
+// Walks prefer tokens that write whole members, and past `late` steps
+// those that close things; a walk ends as soon as it may.
 void WalkAgainstADirectReading(
-    const GrammarCompiler& compiler, const CompiledGrammar& counted,
-    const CompiledGrammar& plain, uint32_t seed, int steps, int late,
+    const CompiledGrammar& counted, const CompiledGrammar& plain, uint32_t seed,
+    int steps, int late,
     const std::function<bool(const std::string&)>& can_go_on,
     const std::string& what) {
-  const Vocabulary& vocab = compiler.vocabulary();
-  std::mt19937 rng(seed);
-  int ended = 0, narrowed = 0;
-  for (int walk = 0; walk < 30; ++walk) {
-    GrammarMatcher p(plain), c(counted);
-    std::vector<uint32_t> prow(plain.mask_words()), crow(counted.mask_words());
-    std::string text;
-    for (int step = 0; step < steps && !c.IsTerminated(); ++step) {
-      p.FillNextTokenMask(prow.data());
-      c.FillNextTokenMask(crow.data());
-      std::vector<int32_t> allowed;
-      for (int32_t id = 0; id < vocab.size(); ++id) {
-        bool want = Bit(prow, id);
-        if (want && !vocab.is_eos(id)) {
-          want = can_go_on(text + std::string(vocab.bytes(id)));
-          narrowed += !want;
-        }
-        ASSERT_EQ(Bit(crow, id), want) << what << " after '" << text
-                                       << "' token '" << vocab.bytes(id) << "'";
-        if (want) allowed.push_back(id);
+  const Vocabulary& vocab = counted.vocabulary();
+  testing::DirectReadingWalk walk;
+  walk.seed = seed;
+  walk.steps = steps;
+  walk.pick = [&](const std::vector<int32_t>& allowed, int step,
+                  std::mt19937& rng) {
+    int32_t pick = allowed[rng() % allowed.size()];
+    for (int32_t id : allowed) {
+      const std::string_view b = vocab.bytes(id);
+      if (vocab.is_eos(id)) return id;
+      if (step > late ? b[0] == '"' || b[0] == '}' || b[0] == ']'
+                      : b.size() > 3 && b.find("\":") != b.npos) {
+        if (rng() % 2 == 0) pick = id;
       }
-      ASSERT_FALSE(allowed.empty()) << "after '" << text << "'";
-      int32_t pick = allowed[rng() % allowed.size()];
-      for (int32_t id : allowed) {
-        const std::string_view b = vocab.bytes(id);
-        if (vocab.is_eos(id)) {
-          pick = id;
-          break;
-        }
-        if (step > late ? b[0] == '"' || b[0] == '}' || b[0] == ']'
-                        : b.size() > 3 && b.find("\":") != b.npos) {
-          if (rng() % 2 == 0) pick = id;
-        }
-      }
-      ASSERT_TRUE(c.AcceptToken(pick).ok());
-      ASSERT_TRUE(p.AcceptToken(pick).ok());
-      if (!vocab.is_eos(pick)) text += vocab.bytes(pick);
     }
-    if (c.IsTerminated()) {
-      ++ended;
-      EXPECT_TRUE(can_go_on(text)) << text;
-    }
-  }
-  EXPECT_GT(ended, 0) << what;
-  EXPECT_GT(narrowed, 0) << what;
+    return pick;
+  };
+  testing::WalkAgainstADirectReading(counted, plain, walk, can_go_on, what);
 }
 
 // Random walks: the mask of the object with its required members against
@@ -200,7 +171,7 @@ TEST(RequiredMembers, MasksMatchADirectReading) {
       ASSERT_TRUE(plain.ok()) << plain.status();
       const int depth = shape == 0 ? 0 : 1;
       WalkAgainstADirectReading(
-          compiler, *counted, *plain, 7 + shape, 400, 150,
+          *counted, *plain, 7 + shape, 400, 150,
           [&](const std::string& text) {
             return ClosedObjectsHoldTheRequired(text, depth);
           },
@@ -461,7 +432,7 @@ TEST(OnceMembers, MasksMatchADirectReading) {
       ASSERT_TRUE(plain.ok()) << plain.status();
       const int depth = static_cast<int>(shape);
       WalkAgainstADirectReading(
-          compiler, *once, *plain, 3 + shape, 300, 100,
+          *once, *plain, 3 + shape, 300, 100,
           [&](const std::string& text) {
             return OnceObjectsCanGoOn(text, depth, closed);
           },

@@ -1,7 +1,10 @@
 // uniqueItems kept at run time (distinct rules, grammar_ir.h): the mask
 // against a direct reading, and the matcher's other paths (rollback, fork,
 // jump-forward, serialization) over the state it keeps.
+#include <algorithm>
 #include <chrono>
+#include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -10,6 +13,7 @@
 #include "grammar/frontends/json_schema/json_schema.h"
 #include "grammar/matcher.h"
 #include "grammar/serialize.h"
+#include "grammar/testing/direct_reading_walk.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -43,6 +47,27 @@ absl::StatusOr<CompiledGrammar> CompileSchema(const GrammarCompiler& compiler,
 
 constexpr char kUniqueStrings[] =
     R"({"type":"array","items":{"type":"string"},"uniqueItems":true})";
+
+// An array of `items`, after the keywords in `prefix` (each with its
+// comma), with or without uniqueItems.
+std::string ArraySchema(const std::string& items, bool unique,
+                        const std::string& prefix = "") {
+  return R"({"type":"array",)" + prefix + R"("items":)" + items +
+         (unique ? R"(,"uniqueItems":true})" : "}");
+}
+
+// Walks the unique array of `items` against the plain one
+// (testing/direct_reading_walk.h).
+void WalkUniqueArray(const GrammarCompiler& compiler, const std::string& items,
+                     const std::string& prefix,
+                     const testing::DirectReadingWalk& walk,
+                     const std::function<bool(const std::string&)>& can_go_on) {
+  const std::string schema = ArraySchema(items, true, prefix);
+  auto plain = CompileSchema(compiler, ArraySchema(items, false, prefix));
+  auto unique = CompileSchema(compiler, schema);
+  ASSERT_TRUE(plain.ok() && unique.ok()) << schema;
+  testing::WalkAgainstADirectReading(*unique, *plain, walk, can_go_on, schema);
+}
 
 bool Accepts(const CompiledGrammar& g, const std::string& text) {
   GrammarMatcher m(g);
@@ -98,7 +123,8 @@ TEST(DistinctItems, ObjectsAreEqualInAnyMemberOrder) {
 
 TEST(DistinctItems, ItemsThatMayRunOutAreRefused) {
   for (const char* items :
-       {R"({"type":"integer"})", R"({"type":"number"})",
+       {R"({"type":"integer","minimum":0})", R"({"type":"number","maximum":5})",
+        R"({"type":"integer","multipleOf":2})",
         R"({"type":"string","maxLength":3})", R"({"type":"boolean"})",
         R"({"type":"string","pattern":"^(ab|cd)$"})",
         R"({"type":"string","format":"date"})",
@@ -225,64 +251,31 @@ bool Bit(const std::vector<uint32_t>& row, int32_t id) {
 TEST(DistinctItems, MasksMatchADirectReading) {
   GrammarCompiler compiler(TestVocab());
   const Vocabulary& vocab = compiler.vocabulary();
+  testing::DirectReadingWalk walk;
+  walk.seed = 11;
+  walk.walks = 40;
+  // Late in a walk, prefer tokens that close things.
+  walk.pick = [&](const std::vector<int32_t>& allowed, int step,
+                  std::mt19937& rng) {
+    int32_t pick = allowed[rng() % allowed.size()];
+    if (step > 25) {
+      for (int32_t id : allowed) {
+        const std::string_view b = vocab.bytes(id);
+        if (vocab.is_eos(id) || b.find_first_of("]}\"") != b.npos) {
+          if (rng() % 2) pick = id;
+        }
+      }
+    }
+    return pick;
+  };
   for (const char* items :
        {R"({"type":"string"})", R"({"type":"string","minLength":2})",
         R"({"type":"string","pattern":"^a[bc]+$"})", R"({"type":"object"})",
         R"({"type":"array"})",
         R"({"anyOf":[{"type":"string"},{"type":"array"}]})"}) {
-    const std::string plain_schema =
-        std::string(R"({"type":"array","items":)") + items + "}";
-    const std::string schema = std::string(R"({"type":"array","items":)") +
-                               items + R"(,"uniqueItems":true})";
-    auto plain = CompileSchema(compiler, plain_schema);
-    auto unique = CompileSchema(compiler, schema);
-    ASSERT_TRUE(plain.ok()) << plain.status();
-    ASSERT_TRUE(unique.ok()) << schema << ": " << unique.status();
-    std::mt19937 rng(11);
-    int ended = 0, narrowed = 0;
-    for (int walk = 0; walk < 40; ++walk) {
-      GrammarMatcher p(*plain), u(*unique);
-      std::vector<uint32_t> prow(plain->mask_words()),
-          urow(unique->mask_words());
-      std::string text;
-      for (int step = 0; step < 40 && !u.IsTerminated(); ++step) {
-        p.FillNextTokenMask(prow.data());
-        u.FillNextTokenMask(urow.data());
-        std::vector<int32_t> allowed;
-        for (int32_t id = 0; id < vocab.size(); ++id) {
-          bool want = Bit(prow, id);
-          if (want && !vocab.is_eos(id)) {
-            want =
-                Distinct(CompletedItems(text + std::string(vocab.bytes(id))));
-            narrowed += !want;
-          }
-          ASSERT_EQ(Bit(urow, id), want)
-              << schema << " after '" << text << "' token '" << vocab.bytes(id)
-              << "'";
-          if (want) allowed.push_back(id);
-        }
-        ASSERT_FALSE(allowed.empty()) << schema << " after '" << text << "'";
-        // Late in a walk, prefer tokens that close things.
-        int32_t pick = allowed[rng() % allowed.size()];
-        if (step > 25) {
-          for (int32_t id : allowed) {
-            const std::string_view b = vocab.bytes(id);
-            if (vocab.is_eos(id) || b.find_first_of("]}\"") != b.npos) {
-              if (rng() % 2) pick = id;
-            }
-          }
-        }
-        ASSERT_TRUE(u.AcceptToken(pick).ok());
-        ASSERT_TRUE(p.AcceptToken(pick).ok());
-        if (!vocab.is_eos(pick)) text += vocab.bytes(pick);
-      }
-      if (u.IsTerminated()) {
-        ++ended;
-        EXPECT_TRUE(Distinct(CompletedItems(text))) << text;
-      }
-    }
-    EXPECT_GT(ended, 0) << schema;
-    EXPECT_GT(narrowed, 0) << schema;
+    WalkUniqueArray(compiler, items, "", walk, [](const std::string& text) {
+      return Distinct(CompletedItems(text));
+    });
   }
 }
 
@@ -336,6 +329,200 @@ TEST(DistinctItems, RollbackForkJumpForwardAndSerializationKeepTheItems) {
   EXPECT_FALSE(k.NextMaskKey(&key));
 }
 
+// Digits, JSON's literals and thirteen letters a-m, each byte alone and
+// in a few tokens that end an item and go on.
+std::shared_ptr<const Vocabulary> ScalarVocab() {
+  std::vector<std::string> tokens;
+  for (char c : std::string("[]{}\",:-.0123456789abcdefghijklmnrstuE")) {
+    tokens.push_back({c});
+  }
+  for (const char* t :
+       {"true",  "false", "null", ",\"", "\",",   "\"]",   "0,",     "1,",
+        ",0",    ",1",    "0]",   "1]",  ",true", "true,", "false]", "\"a\"",
+        "\"b\"", "1.0",   "10",   "-1",  "[]",    "{}",    ",-"}) {
+    tokens.push_back(t);
+  }
+  tokens.push_back("</s>");
+  const int32_t eos = static_cast<int32_t>(tokens.size()) - 1;
+  return *Vocabulary::FromTokens(tokens, {eos}, {eos}, {"scalars", {}, 0});
+}
+
+// What one position of the arrays below may hold.
+enum class Items { kAny, kBoolOrString, kInteger, kNumber, kLetters };
+
+// The values an item that begins with `p` may still become, when finitely
+// many (read directly for the kinds above; nullopt when endless), or an
+// empty list when no value may: the spellings the grammar keeps for a
+// unique array's numbers are -?(0|[1-9][0-9]*)(\.[0-9]+)? with zero only
+// as 0(\.0+)?, and integers without a fraction unless zero.
+std::optional<std::vector<nlohmann::json>> Completions(const std::string& p,
+                                                       Items kind) {
+  using Out = std::optional<std::vector<nlohmann::json>>;
+  const std::vector<nlohmann::json> none;
+  if (p.empty()) {
+    if (kind != Items::kLetters) return Out();
+    std::vector<nlohmann::json> all;
+    for (char c = 'a'; c <= 'm'; ++c) all.push_back(std::string(1, c));
+    return all;
+  }
+  for (const char* literal : {"true", "false", "null"}) {
+    if (std::string(literal).rfind(p, 0) == 0) {
+      return std::vector<nlohmann::json>{nlohmann::json::parse(literal)};
+    }
+  }
+  if (p[0] == '-' || (p[0] >= '0' && p[0] <= '9')) {
+    if (p.find_first_of("eE") != std::string::npos) return none;
+    const bool zero = p.find_first_of("123456789") == std::string::npos;
+    const bool dot = p.find('.') != std::string::npos;
+    if (kind == Items::kInteger) {
+      if (!zero) return dot ? none : Out();
+      if (p == "-") return Out();
+      if (p[0] == '-') return none;
+      return std::vector<nlohmann::json>{0};
+    }
+    // A number: 0 and 0.0... may still grow a digit other than zero,
+    // which a negative zero must.
+    return Out();
+  }
+  if (kind == Items::kLetters) {
+    std::vector<nlohmann::json> letters;
+    for (char c = 'a'; c <= 'm'; ++c) {
+      const std::string text = std::string("\"") + c + "\"";
+      if (text.rfind(p, 0) == 0) letters.push_back(std::string(1, c));
+    }
+    return letters;
+  }
+  // A string, object or array: endless until it closes.
+  auto value = nlohmann::json::parse(p, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded()) return Out();
+  return std::vector<nlohmann::json>{value};
+}
+
+// Whether a completed top-level item's spelling is one the grammar keeps.
+bool KeptSpelling(const std::string& item, Items kind) {
+  const nlohmann::json v = nlohmann::json::parse(item);
+  if (!v.is_number()) return true;
+  if (item.find_first_of("eE") != std::string::npos) return false;
+  if (v == 0) return item[0] == '0';
+  return kind != Items::kInteger || item.find('.') == std::string::npos;
+}
+
+// Whether `text`, the start of an array (the plain grammar's language),
+// may still end as one of distinct items that `kind` allows at each
+// position, its first two booleans when `two_booleans`.
+bool Viable(const std::string& text, Items kind, bool two_booleans) {
+  std::vector<std::string> items;
+  std::string current;
+  bool closed = false, in_string = false, escaped = false, after_comma = false;
+  int depth = 0;
+  for (char c : text) {
+    if (depth >= 1 && !(depth == 1 && !in_string && (c == ',' || c == ']'))) {
+      current += c;
+    }
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      ++depth;
+    } else if (c == ']' || c == '}') {
+      if (--depth == 0) {
+        closed = true;
+        if (!current.empty()) items.push_back(current);
+        current.clear();
+      }
+    } else if (c == ',' && depth == 1) {
+      items.push_back(current);
+      current.clear();
+      after_comma = true;
+    }
+  }
+  std::vector<nlohmann::json> seen;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const Items at = two_booleans && i < 2 ? Items::kBoolOrString : kind;
+    if (!KeptSpelling(items[i], at)) return false;
+    const nlohmann::json v = nlohmann::json::parse(items[i]);
+    if (two_booleans && i < 2 && !v.is_boolean()) return false;
+    for (const nlohmann::json& w : seen) {
+      if (v == w) return false;
+    }
+    seen.push_back(v);
+  }
+  if (closed || depth == 0 || (current.empty() && !after_comma)) return true;
+  const size_t index = items.size();
+  std::optional<std::vector<nlohmann::json>> next;
+  if (two_booleans && index < 2) {
+    std::vector<nlohmann::json> both;
+    for (bool b : {true, false}) {
+      if (current.empty() ||
+          std::string(b ? "true" : "false").rfind(current, 0) == 0) {
+        both.push_back(b);
+      }
+    }
+    next = both;
+  } else {
+    next = Completions(current, kind);
+  }
+  if (!next) return true;
+  for (const nlohmann::json& v : *next) {
+    if (std::find(seen.begin(), seen.end(), v) == seen.end()) return true;
+  }
+  return false;
+}
+
+// Random walks over unique arrays of values few of which are listed (null,
+// booleans, a number's zero, letters) among others that always grow: the
+// mask against the plain array's, narrowed by the direct reading above.
+TEST(DistinctItems, ListedValuesAndNumbersMatchADirectReading) {
+  GrammarCompiler compiler(ScalarVocab());
+  const Vocabulary& vocab = compiler.vocabulary();
+  struct Case {
+    const char* items;
+    Items kind;
+    bool two_booleans = false;
+  };
+  const std::string letters =
+      R"({"enum":["a","b","c","d","e","f","g","h","i","j","k","l","m"]})";
+  testing::DirectReadingWalk walk;
+  walk.seed = 5;
+  walk.walks = 60;
+  // Prefer few tokens per item, so that listed values run out.
+  walk.pick = [&](const std::vector<int32_t>& allowed, int step,
+                  std::mt19937& rng) {
+    int32_t pick = allowed[rng() % allowed.size()];
+    for (int32_t id : allowed) {
+      const std::string_view b = vocab.bytes(id);
+      const bool ends = vocab.is_eos(id) || b.find_first_of(",]") != b.npos;
+      if (ends && rng() % (step > 25 ? 2 : 4) == 0) pick = id;
+    }
+    return pick;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"true", Items::kAny},
+           {R"({"type":["boolean","string","null"]})", Items::kBoolOrString},
+           {R"({"type":"integer"})", Items::kInteger},
+           {R"({"type":"number"})", Items::kNumber},
+           {letters.c_str(), Items::kLetters},
+           {"true", Items::kAny, true}}) {
+    const std::string prefix =
+        c.two_booleans
+            ? R"("prefixItems":[{"type":"boolean"},{"type":"boolean"}],)"
+            : "";
+    WalkUniqueArray(compiler, c.items, prefix, walk,
+                    [&](const std::string& text) {
+                      return Viable(text, c.kind, c.two_booleans);
+                    });
+  }
+}
+
 // The bad-input catalogue: many items, deep nesting.
 TEST(DistinctItems, HostileSizesStayBounded) {
   GrammarCompiler compiler(TestVocab());
@@ -369,6 +556,55 @@ TEST(DistinctItems, HostileSizesStayBounded) {
   EXPECT_TRUE(Accepts(*deep, text + "]"));
   EXPECT_FALSE(Accepts(*deep, text + ",[[" + std::string(147, '[') + "\"a\"" +
                                   std::string(149, ']') + "]"));
+  // Any value at all, 10,000 items of every kind: the listed ones refused
+  // again at once, the others as they end.
+  auto any = CompileSchema(compiler, R"({"type":"array","uniqueItems":true})");
+  ASSERT_TRUE(any.ok()) << any.status();
+  GrammarMatcher a(*any);
+  ASSERT_TRUE(a.AcceptString("[true,false,null,0").ok());
+  for (int i = 1; i < 10000; ++i) {
+    const std::string n = std::to_string(i);
+    const std::string item = i % 3 == 0   ? n
+                             : i % 3 == 1 ? "\"" + n + "\""
+                                          : "[" + n + "]";
+    ASSERT_TRUE(a.AcceptString("," + item).ok()) << i;
+  }
+  for (const char* again : {",t", ",n", ",0,", ",3,", ",\"1\"", ",[2]"}) {
+    GrammarMatcher fork = a.Fork();
+    EXPECT_FALSE(fork.AcceptString(again).ok()) << again;
+  }
+  EXPECT_TRUE(a.AcceptString(",0.5,{}]").ok());
+  // Listed values past a frame's 64 bits are refused, naming the bound.
+  auto listed = [](int count) {
+    std::string schema =
+        R"({"type":"array","uniqueItems":true,"items":{"anyOf":[{"type":"object"},{"enum":[)";
+    for (int i = 0; i < count; ++i) {
+      schema += (i ? ",\"" : "\"") + std::to_string(i) + "\"";
+    }
+    return schema + "]}]}}";
+  };
+  EXPECT_TRUE(JsonSchemaToGrammar(listed(64)).ok());
+  for (int count : {65, 100000}) {
+    auto refused = JsonSchemaToGrammar(listed(count));
+    ASSERT_FALSE(refused.ok()) << count;
+    EXPECT_NE(refused.status().message().find("up to 64 listed scalars"),
+              std::string::npos)
+        << refused.status();
+  }
+  // Unique arrays of any values, 150 deep.
+  std::string nested = R"({"type":"array","uniqueItems":true})";
+  for (int i = 0; i < 149; ++i) {
+    nested = R"({"type":"array","uniqueItems":true,"items":)" + nested + "}";
+  }
+  auto deep_any = CompileSchema(compiler, nested);
+  ASSERT_TRUE(deep_any.ok()) << deep_any.status();
+  const std::string inner = std::string(150, '[') + "true,null";
+  EXPECT_TRUE(Accepts(*deep_any, inner + std::string(150, ']')));
+  EXPECT_FALSE(Accepts(*deep_any, inner + ",true" + std::string(150, ']')));
+  const double total =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
+          .count();
+  EXPECT_LT(total, 40.0);
 }
 
 }  // namespace

@@ -14,7 +14,7 @@
 // counts texts, not values: `0e` has infinitely many endings that are all
 // zero, and whitespace spells one object many ways. So the check is
 // necessary, not sufficient; the front end admits only values that can
-// always become new ones (json_schema's EndlessValues) and this catches
+// always become new ones (json_schema's SplitDistinct) and this catches
 // the rest.
 //
 // Cost: O(states + calls + byte moves) for both. Thread-safety: pure

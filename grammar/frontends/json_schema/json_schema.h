@@ -16,10 +16,13 @@
 // propertyNames, min/maxProperties, dependentRequired, dependentSchemas,
 // items/prefixItems/additionalItems, min/maxItems, contains with
 // min/maxContains (up to four on one array, counted together), uniqueItems
-// among listed values (in the grammar) and among values that can always
-// grow (strings without maxLength, pattern or format, objects open to more
-// members, arrays without maxItems: kept apart by the matcher at run time,
-// see grammar_ir.h's Rule::distinct), allOf, anyOf, oneOf
+// among up to 12 listed values (in the grammar) and, kept apart by the
+// matcher at run time, among values that can always grow (strings without
+// maxLength, pattern or format, objects open to more members, arrays
+// without maxItems, numbers without bounds or multipleOf: grammar_ir.h's
+// Rule::distinct) beside up to 64 listed scalars (enum, const, null,
+// booleans, a number's zero: each counted once in the array's frame, its
+// Rule::member_once; so any value at all), allOf, anyOf, oneOf
 // (exact when the branches are provably disjoint, else as "this branch and
 // not the others"), not and if/then/else where the negation is expressible,
 // $ref to $defs, definitions, JSON pointers, $anchor and $id, including
@@ -30,10 +33,10 @@
 // and content keywords of later drafts, are annotations). Annotations (title,
 // description, default, examples, ...) and unknown keywords are ignored, as the
 // specification says. Not enforced (strict mode refuses them): uniqueItems over
-// other values (numbers, closed objects, ...), the regex, idn-email and
-// idn-hostname formats, draft 7's contentMediaType application/json, multipleOf
-// and lengths whose automata grow too large, $recursiveRef, meta-schemas other
-// than json-schema.org's.
+// other values (closed objects, bounded strings or numbers, ...), the regex,
+// idn-email and idn-hostname formats, draft 7's contentMediaType
+// application/json, multipleOf and lengths whose automata grow too large,
+// $recursiveRef, meta-schemas other than json-schema.org's.
 //
 // The policy is never silent. In strict mode (the default) a keyword that
 // cannot be enforced exactly is an InvalidArgument error naming the keyword

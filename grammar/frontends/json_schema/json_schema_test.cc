@@ -966,8 +966,9 @@ TEST(JsonSchemaTest, ADeadlineIsNeverAKeywordsFault) {
 }
 
 TEST(JsonSchemaTest, StrictModeNamesTheKeyword) {
-  ExpectRefused(R"({"properties": {"a": {"uniqueItems": true}}})",
-                "#/properties/a/uniqueItems");
+  ExpectRefused(
+      R"({"properties": {"a": {"items": {"maximum": 3}, "uniqueItems": true}}})",
+      "#/properties/a/uniqueItems");
   ExpectRefused(R"js({"type": "string", "pattern": "(?=a)"})js", "#/pattern");
   ExpectRefused(R"({"$ref": "http://example.com/x.json"})", "$ref");
 }
@@ -1019,7 +1020,9 @@ TEST(JsonSchemaTest, LenientModeListsDroppedKeywords) {
   JsonSchemaOptions lenient;
   lenient.strict = false;
   absl::StatusOr<JsonSchemaResult> r =
-      JsonSchemaToGrammar(R"({"type": "array", "uniqueItems": true})", lenient);
+      JsonSchemaToGrammar(R"({"type": "array", "uniqueItems": true,
+                              "items": {"type": "string", "maxLength": 3}})",
+                          lenient);
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->dropped.size(), 1u);
   EXPECT_EQ(r->dropped[0].keyword, "uniqueItems");

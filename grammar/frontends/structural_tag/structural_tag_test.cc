@@ -228,7 +228,8 @@ TEST_F(StructuralTagTest, LenientDropsArePrefixedWithTheStructure) {
   const std::string spec = R"({
     "structures": [{"begin": "<a>", "schema": {"type": "integer"}, "end": ""},
                    {"begin": "<b>", "end": "",
-                    "schema": {"type": "array", "uniqueItems": true}}],
+                    "schema": {"type": "array", "uniqueItems": true,
+                               "items": {"maximum": 3}}}],
     "triggers": ["<"]})";
   JsonSchemaOptions lenient;
   lenient.strict = false;

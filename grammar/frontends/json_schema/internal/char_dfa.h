@@ -156,7 +156,7 @@ bool Example(const CharDfa& dfa, std::string* out);
 
 // Whether every prefix of a string of the language goes on into infinitely
 // many strings of it (`[a-z]+` does; `ab|cd` and `x[0-9]{2}` do not): what
-// keeping strings distinct at run time needs (EndlessValues). False for
+// keeping strings distinct at run time needs (SplitDistinct). False for
 // the empty language. O(states + edges).
 bool AlwaysGrows(const CharDfa& dfa);
 

@@ -12,22 +12,91 @@ constexpr int kMaxUniqueValues = 12;
 // contains counted on one array: items are read in 2^k ways.
 constexpr size_t kMaxContains = 4;
 
+// Listed values of a unique array: a frame's member bits.
+constexpr size_t kMaxListedDistinct = 64;
+
+// null, true, false, then the number zero.
 const Json& StaticValue(int which) {
-  static const Json kValues[] = {Json(nullptr), Json(true), Json(false)};
+  static const Json kValues[] = {Json(nullptr), Json(true), Json(false),
+                                 Json(0)};
   return kValues[which];
 }
+const Json& Zero() { return StaticValue(3); }
 
 }  // namespace
 
-absl::StatusOr<int32_t> Converter::ArrayExpr(const ArrayC& a, int depth,
-                                             bool distinct) {
-  // A distinct item is a call of a rule of its own, marked so.
-  auto item = [&](const TermSet& ts) {
-    const int32_t value = ValueRef(ts, depth + 1);
-    if (!distinct) return value;
-    const int32_t rule = e_.NewRule("distinct_item", value);
-    e_.g().rules[rule].distinct = true;
-    return e_.Ref(rule);
+absl::StatusOr<int32_t> Converter::ArrayExpr(
+    const ArrayC& a, int depth, const std::vector<DistinctPosition>* distinct) {
+  // Kept distinct, a position's growing values are a call of a distinct
+  // rule, and each listed value two rules counted once in the array's frame:
+  // one for the first item, one that begins with its separator for later
+  // items, so that the separator is refused once every listed value a
+  // position allows is written (the whitespace before it stays the array's).
+  std::vector<int32_t> growing;
+  std::vector<std::vector<size_t>> listed_at;
+  std::vector<const Json*> listed;
+  std::vector<int32_t> listed_first, listed_next;
+  if (distinct) {
+    for (const DistinctPosition& d : *distinct) {
+      std::vector<int32_t> alts;
+      for (const SimpleSchema& s : d.endless) {
+        absl::StatusOr<int32_t> x = EmitAlt(s, depth + 1);
+        if (!x.ok()) return x.status();
+        alts.push_back(*x);
+      }
+      int32_t rule = -1;
+      if (!alts.empty()) {
+        rule = e_.NewRule("distinct_item", e_.Alt(std::move(alts)));
+        e_.g().rules[rule].distinct = true;
+      }
+      growing.push_back(rule);
+      std::vector<size_t> at;
+      for (const Json* v : d.listed) {
+        size_t k = 0;
+        while (k < listed.size() && *listed[k] != *v) ++k;
+        if (k == listed.size()) {
+          absl::StatusOr<int32_t> x = e_.Value(*v, depth + 1);
+          if (!x.ok()) return x.status();
+          const int32_t first = e_.NewRule("listed_item", *x);
+          const int32_t next = e_.NewRule(
+              "listed_item_next", e_.Seq({e_.ItemSeparatorAfterWs(depth), *x}));
+          for (int32_t r : {first, next}) {
+            e_.g().rules[r].member_bit = static_cast<int8_t>(k);
+          }
+          e_.g().rules[next].member_once = true;
+          listed.push_back(v);
+          listed_first.push_back(e_.Ref(first));
+          listed_next.push_back(e_.Ref(next));
+        }
+        at.push_back(k);
+      }
+      listed_at.push_back(std::move(at));
+    }
+  }
+  const size_t rest = a.prefix.size();
+  // The first item (position 0) and a later one at position i, with its
+  // separator.
+  auto first = [&](size_t i) {
+    if (!distinct) return ValueRef(ItemTerms(a, i), depth + 1);
+    const size_t at = std::min(i, rest);
+    std::vector<int32_t> alts;
+    if (growing[at] >= 0) alts.push_back(e_.Ref(growing[at]));
+    for (size_t k : listed_at[at]) alts.push_back(listed_first[k]);
+    return e_.Alt(std::move(alts));
+  };
+  auto next = [&](size_t i) {
+    if (!distinct) {
+      return e_.Seq(
+          {e_.ItemSeparator(depth), ValueRef(ItemTerms(a, i), depth + 1)});
+    }
+    const size_t at = std::min(i, rest);
+    std::vector<int32_t> alts;
+    if (growing[at] >= 0) {
+      alts.push_back(
+          e_.Seq({e_.ItemSeparatorAfterWs(depth), e_.Ref(growing[at])}));
+    }
+    for (size_t k : listed_at[at]) alts.push_back(listed_next[k]);
+    return e_.Seq({e_.Ws(), e_.Alt(std::move(alts))});
   };
   int64_t max_items = a.max_items;
   // Past the prefix, a `false` rest schema ends the array.
@@ -73,8 +142,7 @@ absl::StatusOr<int32_t> Converter::ArrayExpr(const ArrayC& a, int depth,
         static_cast<int32_t>(std::max<int64_t>(0, b.min_items - i));
     const int32_t hi =
         max_items < 0 ? kUnbounded : static_cast<int32_t>(max_items - i);
-    return e_.g().AddRepeat(e_.Seq({e_.ItemSeparator(depth), item(b.rest)}), lo,
-                            hi);
+    return e_.g().AddRepeat(next(rest), lo, hi);
   };
   int32_t tail = rest_items(std::max<int64_t>(p, 1));
   for (int64_t i = p - 1; i >= 1; --i) {
@@ -82,17 +150,17 @@ absl::StatusOr<int32_t> Converter::ArrayExpr(const ArrayC& a, int depth,
       tail = e_.Bytes("");
       continue;
     }
-    const int32_t x =
-        e_.Seq({e_.ItemSeparator(depth), item(b.prefix[i]), tail});
+    const int32_t x = e_.Seq({next(static_cast<size_t>(i)), tail});
     tail = i >= b.min_items ? e_.Alt({e_.Bytes(""), x}) : x;
     // A rule now and then keeps long tuples from nesting past the
-    // grammar's depth limit.
-    if (i % 128 == 0) tail = e_.Ref(e_.NewRule("items", tail));
+    // grammar's depth limit (never where the array's frame counts its
+    // items: DistinctPositions refuses such tuples).
+    if (i % 128 == 0 && !distinct) tail = e_.Ref(e_.NewRule("items", tail));
   }
   int32_t nonempty = e_.Nothing();
   if (max_items != 0) {
-    nonempty = e_.Seq({e_.Open('[', depth), item(ItemTerms(b, 0)), tail,
-                       e_.Close(']', depth)});
+    nonempty =
+        e_.Seq({e_.Open('[', depth), first(0), tail, e_.Close(']', depth)});
   }
   const int32_t array =
       e_.Alt({b.min_items == 0 ? e_.Empty('[', ']') : e_.Nothing(), nonempty});
@@ -100,63 +168,121 @@ absl::StatusOr<int32_t> Converter::ArrayExpr(const ArrayC& a, int depth,
   return distinct ? e_.Ref(e_.NewRule("distinct_items", array)) : array;
 }
 
-absl::StatusOr<bool> Converter::EndlessValues(const TermSet& ts) {
-  if (ts.empty() || IsFalseSet(ts)) return false;
-  absl::StatusOr<Dnf> d = ExpandSet(ts);
-  if (!d.ok()) return d.status();
-  for (const Alt& alt : *d) {
-    absl::StatusOr<const SimpleSchema*> merged = Merge(alt);
-    if (!merged.ok()) return merged.status();
-    const SimpleSchema& m = **merged;
-    if (m.has_values || (m.types & (kNullT | kBoolT | kNumT)) != 0) {
+absl::StatusOr<std::optional<DistinctPosition>> Converter::SplitDistinct(
+    const TermSet& ts) {
+  using Out = std::optional<DistinctPosition>;
+  std::vector<SimpleSchema> alts;
+  if (ts.empty()) {
+    alts.emplace_back();
+  } else {
+    absl::StatusOr<Dnf> d = ExpandSet(ts);
+    if (!d.ok()) return d.status();
+    for (const Alt& alt : *d) {
+      absl::StatusOr<const SimpleSchema*> merged = Merge(alt);
+      if (!merged.ok()) return merged.status();
+      alts.push_back(**merged);
+    }
+  }
+  ValueList listed;
+  auto add = [&](const Json* v, const SimpleSchema& s) {
+    return AddIfValid(v, s, &listed);
+  };
+  DistinctPosition out;
+  for (const SimpleSchema& m : alts) {
+    GRAMMARD_RETURN_IF_ERROR(Tick());
+    if (m.has_values) {
+      for (const Json* v : m.values) GRAMMARD_RETURN_IF_ERROR(add(v, m));
+      continue;
+    }
+    for (int i = 0; i < 3; ++i)
+      GRAMMARD_RETURN_IF_ERROR(add(&StaticValue(i), m));
+    SimpleSchema e = m;
+    e.types &= static_cast<uint8_t>(~(kNullT | kBoolT));
+    if (e.types & kNumT) {
+      GRAMMARD_RETURN_IF_ERROR(add(&Zero(), m));
+      e.excluded.Add(&Zero());
+      e.number.integer_zero_fraction = false;
+    }
+    if (e.types != 0) out.endless.push_back(std::move(e));
+  }
+  // The growing values leave the listed ones to their counted rules.
+  for (SimpleSchema& e : out.endless) {
+    for (const Json* v : listed) {
+      if (!v->is_object() && !v->is_array()) {
+        e.excluded.Add(v);
+      } else if (e.types & (kArrT | kObjT)) {
+        return Out();
+      }
+    }
+    absl::StatusOr<bool> grows = EndlessAlt(e);
+    if (!grows.ok()) return grows.status();
+    if (!*grows) return Out();
+  }
+  out.listed.assign(listed.begin(), listed.end());
+  return Out(std::move(out));
+}
+
+absl::StatusOr<bool> Converter::EndlessAlt(const SimpleSchema& m) {
+  if (m.has_values || (m.types & (kNullT | kBoolT)) != 0) return false;
+  if (m.types & kNumT) {
+    // A digit more is always a new value once zero, exponents and an
+    // integer's zero fraction are out (the bounded number syntax has no
+    // exponents); bounds and multiples may leave one value only.
+    const NumberConstraints& c = m.number;
+    if (c.lower || c.upper || !c.multiple_of.empty() ||
+        !c.not_multiple_of.empty() || (c.integer && c.integer_zero_fraction) ||
+        !m.excluded.Contains(Zero())) {
       return false;
     }
-    if (m.types & kStrT) {
-      const StringC& c = m.string;
-      if (c.max_len >= 0 || !c.must_not.empty()) return false;
-      // Patterns and formats: their automaton must always grow (excluded
-      // strings and a minimum length take finitely many away).
-      std::optional<CharDfa> all;
-      for (const RegexRef& r : c.must) {
-        absl::StatusOr<const CharDfa*> dfa = RegexDfa(r);
-        if (!dfa.ok()) {
-          if (IsDeadline(dfa.status())) return dfa.status();
-          return false;
-        }
-        if (!all) {
-          all = **dfa;
-          continue;
-        }
-        absl::StatusOr<CharDfa> both =
-            json_schema_internal::Intersect(*all, **dfa, opt_.dfa);
-        if (!both.ok()) {
-          if (IsDeadline(both.status())) return both.status();
-          return false;
-        }
-        all = *std::move(both);
-      }
-      if (all && !AlwaysGrows(*all)) return false;
-    }
-    if (m.types & kArrT) {
-      const ArrayC& a = m.array;
-      bool prefix_false = false;
-      for (const TermSet& p : a.prefix) prefix_false |= IsFalseSet(p);
-      if (a.max_items >= 0 || IsFalseSet(a.rest) || prefix_false ||
-          !a.contains.empty()) {
+  }
+  if (m.types & kStrT) {
+    const StringC& c = m.string;
+    if (c.max_len >= 0 || !c.must_not.empty()) return false;
+    // Patterns and formats: their automaton must always grow (excluded
+    // strings and a minimum length take finitely many away).
+    std::optional<CharDfa> all;
+    for (const RegexRef& r : c.must) {
+      absl::StatusOr<const CharDfa*> dfa = RegexDfa(r);
+      if (!dfa.ok()) {
+        if (IsDeadline(dfa.status())) return dfa.status();
         return false;
       }
-      // Unique items of their own: one more needs a value not seen yet.
-      if (a.unique) {
-        absl::StatusOr<bool> e = EndlessItems(a);
-        if (!e.ok() || !*e) return e;
+      if (!all) {
+        all = **dfa;
+        continue;
       }
+      absl::StatusOr<CharDfa> both =
+          json_schema_internal::Intersect(*all, **dfa, opt_.dfa);
+      if (!both.ok()) {
+        if (IsDeadline(both.status())) return both.status();
+        return false;
+      }
+      all = *std::move(both);
     }
-    if (m.types & kObjT) {
-      const ObjectC& o = m.object;
-      if (o.max_props >= 0 || !o.names.empty()) return false;
-      for (const KeyRule& k : o.rules) {
-        if (k.has_additional && !k.additional.empty()) return false;
-      }
+    if (all && !AlwaysGrows(*all)) return false;
+  }
+  if (m.types & kArrT) {
+    const ArrayC& a = m.array;
+    bool prefix_false = false;
+    for (const TermSet& p : a.prefix) prefix_false |= IsFalseSet(p);
+    if (a.max_items >= 0 || IsFalseSet(a.rest) || prefix_false ||
+        !a.contains.empty()) {
+      return false;
+    }
+    // Unique items of their own: one more needs a value that may always
+    // grow.
+    if (a.unique) {
+      absl::StatusOr<std::optional<std::vector<DistinctPosition>>> d =
+          DistinctPositions(a);
+      if (!d.ok()) return d.status();
+      if (!*d || (*d)->back().endless.empty()) return false;
+    }
+  }
+  if (m.types & kObjT) {
+    const ObjectC& o = m.object;
+    if (o.max_props >= 0 || !o.names.empty()) return false;
+    for (const KeyRule& k : o.rules) {
+      if (k.has_additional && !k.additional.empty()) return false;
     }
   }
   return true;
@@ -289,6 +415,14 @@ absl::StatusOr<int32_t> Converter::ContainsArray(const ArrayC& a, int depth) {
   return start;
 }
 
+absl::Status Converter::AddIfValid(const Json* v, const SimpleSchema& s,
+                                   ValueList* list) {
+  absl::StatusOr<bool> ok = CheckValue(*v, s, 0);
+  if (!ok.ok()) return ok.status();
+  if (*ok) list->Add(v);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::optional<std::vector<const Json*>>> Converter::FiniteValues(
     const TermSet& ts) {
   using Out = std::optional<std::vector<const Json*>>;
@@ -296,11 +430,8 @@ absl::StatusOr<std::optional<std::vector<const Json*>>> Converter::FiniteValues(
   absl::StatusOr<Dnf> d = ExpandSet(ts);
   if (!d.ok()) return d.status();
   ValueList values;
-  auto add = [&](const Json* v, const SimpleSchema& s) -> absl::Status {
-    absl::StatusOr<bool> ok = CheckValue(*v, s, 0);
-    if (!ok.ok()) return ok.status();
-    if (*ok) values.Add(v);
-    return absl::OkStatus();
+  auto add = [&](const Json* v, const SimpleSchema& s) {
+    return AddIfValid(v, s, &values);
   };
   for (const Alt& alt : *d) {
     absl::StatusOr<const SimpleSchema*> s = Merge(alt);
@@ -321,29 +452,53 @@ absl::StatusOr<std::optional<std::vector<const Json*>>> Converter::FiniteValues(
   return Out(std::vector<const Json*>(values.begin(), values.end()));
 }
 
-absl::StatusOr<bool> Converter::EndlessItems(const ArrayC& a) {
-  for (size_t i = 0; i <= a.prefix.size(); ++i) {
+absl::StatusOr<std::optional<std::vector<DistinctPosition>>>
+Converter::DistinctPositions(const ArrayC& a) {
+  using Out = std::optional<std::vector<DistinctPosition>>;
+  // ArrayExpr puts every 128th position of a tuple in a rule of its own,
+  // whose frames would count apart from the array's.
+  if (a.prefix.size() >= 128) return Out();
+  std::vector<DistinctPosition> out;
+  ValueList listed;
+  const size_t p = a.prefix.size();
+  for (size_t i = 0; i <= p; ++i) {
     const TermSet& ts = ItemTerms(a, i);
-    if (i == a.prefix.size() && IsFalseSet(ts)) break;
-    absl::StatusOr<bool> e = EndlessValues(ts);
-    if (!e.ok() || !*e) return e;
+    if (i == p && IsFalseSet(ts)) {
+      out.emplace_back();
+      break;
+    }
+    absl::StatusOr<std::optional<DistinctPosition>> split = SplitDistinct(ts);
+    if (!split.ok()) return split.status();
+    if (!*split) return Out();
+    for (const Json* v : (*split)->listed) listed.Add(v);
+    // The first index this position stands for past the array's first.
+    const int64_t index = static_cast<int64_t>(i == p ? std::max<size_t>(p, 1)
+                                                      : std::max<size_t>(i, 1));
+    if ((*split)->endless.empty() && index < a.min_items) return Out();
+    out.push_back(**std::move(split));
   }
-  return true;
+  if (listed.size() > kMaxListedDistinct) return Out();
+  return Out(std::move(out));
 }
 
 absl::StatusOr<int32_t> Converter::DistinctOrPlain(const ArrayC& a, int depth) {
   ArrayC plain = a;
   plain.unique = false;
-  absl::StatusOr<bool> endless = EndlessItems(a);
-  if (!endless.ok()) return endless.status();
-  if (*endless) return ArrayExpr(plain, depth, /*distinct=*/true);
+  absl::StatusOr<std::optional<std::vector<DistinctPosition>>> positions =
+      DistinctPositions(a);
+  if (!positions.ok()) return positions.status();
+  if (*positions) return ArrayExpr(plain, depth, &**positions);
   GRAMMARD_RETURN_IF_ERROR(Unsupported(
       a.unique_loc, "uniqueItems",
-      absl::StrCat("unique items are enforced among at most ", kMaxUniqueValues,
-                   " listed values (enum, const, booleans, null), or among "
-                   "values that can always grow (strings without maxLength, "
-                   "pattern or format; objects open to more members; arrays "
-                   "without maxItems)")));
+      absl::StrCat(
+          "unique items are enforced among values that can always grow "
+          "(strings without maxLength, pattern or format; objects open to "
+          "more members; arrays without maxItems; numbers without bounds "
+          "or multipleOf) and up to ",
+          kMaxListedDistinct,
+          " listed scalars (enum, const, booleans, null), with a value that "
+          "can grow at every position past the first that minItems "
+          "requires")));
   return ArrayExpr(plain, depth);
 }
 

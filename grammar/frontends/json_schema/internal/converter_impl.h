@@ -217,6 +217,15 @@ struct SimpleSchema {
   ValueList excluded;  // scalars it must not equal
 };
 
+// One position of an array whose items are kept distinct at run time:
+// values that may always grow into new ones, compared as they end
+// (grammar_ir.h's distinct), and listed scalars, each counted once in the
+// array's frame (member_once). The two never share a value.
+struct DistinctPosition {
+  std::vector<SimpleSchema> endless;
+  std::vector<const Json*> listed;
+};
+
 using Alt = std::vector<int32_t>;  // fragment ids, sorted
 using Dnf = std::vector<Alt>;
 
@@ -343,6 +352,9 @@ class Converter {
   absl::Status Intersect(SimpleSchema* acc, const SimpleSchema& f);
   absl::StatusOr<bool> CheckValue(const Json& v, const SimpleSchema& s,
                                   int depth);
+  // Adds `v` to `list` when it satisfies `s`.
+  absl::Status AddIfValid(const Json* v, const SimpleSchema& s,
+                          ValueList* list);
   absl::StatusOr<bool> ValidateTerms(const Json& v, const TermSet& ts,
                                      int depth);
   absl::StatusOr<std::optional<TermSet>> KeyValueTerms(const ObjectC& o,
@@ -373,27 +385,40 @@ class Converter {
   absl::StatusOr<int32_t> EmitAlt(const SimpleSchema& s, int depth);
   absl::StatusOr<int32_t> NumberExpr(const SimpleSchema& s);
   absl::StatusOr<int32_t> StringExpr(const SimpleSchema& s);
-  // With `distinct`, each item is a call of a distinct rule (grammar_ir.h)
-  // and the array a rule of its own, whose frames keep the items apart at
-  // run time.
-  absl::StatusOr<int32_t> ArrayExpr(const ArrayC& a, int depth,
-                                    bool distinct = false);
+  // With `distinct` (one entry per prefix position, then the rest), the
+  // array is a rule of its own whose frames keep its items apart at run
+  // time: each position's growing values a call of a distinct rule
+  // (grammar_ir.h), its listed values once members of the array.
+  absl::StatusOr<int32_t> ArrayExpr(
+      const ArrayC& a, int depth,
+      const std::vector<DistinctPosition>* distinct = nullptr);
   absl::StatusOr<int32_t> ContainsArray(const ArrayC& a, int depth);
   absl::StatusOr<int32_t> UniqueArray(const ArrayC& a, int depth);
   // An array of unique items that are not few listed values: kept distinct
-  // at run time where EndlessValues allows, else refused (or, leniently,
+  // at run time where DistinctPositions allows, else refused (or, leniently,
   // not unique).
   absl::StatusOr<int32_t> DistinctOrPlain(const ArrayC& a, int depth);
-  // Whether every value in the making under `ts` can still become infinitely
-  // many distinct values, which keeping items distinct at run time needs
-  // (engine/distinct_values.h): strings with no upper length, pattern or
-  // format may always grow, objects that take any further member and arrays
-  // of any length may always take one more. Numbers cannot (`0e` is zero
-  // whatever follows, an integer's `1.0` only ever one), nor null, booleans
-  // or listed values.
-  absl::StatusOr<bool> EndlessValues(const TermSet& ts);
-  // EndlessValues for every item an array may hold.
-  absl::StatusOr<bool> EndlessItems(const ArrayC& a);
+  // The values `ts` allows, split for keeping them distinct at run time
+  // (engine/distinct_values.h): null, booleans, a number's zero and listed
+  // scalars are few, counted once each; strings with no upper length,
+  // pattern or format may always grow, as may objects that take any further
+  // member, arrays of any length, and numbers other than zero written
+  // without exponents (1e0 would be one only ever, as an integer's 1.0). A
+  // number with bounds or multiples cannot, nor listed arrays and objects
+  // where the growing values hold such too: nullopt for those.
+  absl::StatusOr<std::optional<DistinctPosition>> SplitDistinct(
+      const TermSet& ts);
+  // Whether every value in the making under `m` (no null, booleans or
+  // listed values; numbers as SplitDistinct leaves them) can still become
+  // infinitely many distinct values.
+  absl::StatusOr<bool> EndlessAlt(const SimpleSchema& m);
+  // SplitDistinct for every position of `a` (prefix, then the rest), when
+  // every position splits, the listed values number at most 64 (a frame's
+  // bits) and no position past the first that the array requires is left
+  // with listed values only (their separator would be refused with the
+  // last of them, leaving nothing to follow); nullopt otherwise.
+  absl::StatusOr<std::optional<std::vector<DistinctPosition>>>
+  DistinctPositions(const ArrayC& a);
   // Every value `ts` allows, when they are few and listed (enum, const,
   // null, booleans); nullopt otherwise.
   absl::StatusOr<std::optional<std::vector<const Json*>>> FiniteValues(
