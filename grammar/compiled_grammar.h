@@ -28,7 +28,9 @@ struct GrammarData;
 // and of refusals, key on it. 2: uniqueItems kept at run time (distinct
 // rules), so a fleet cache must not serve the refusals older daemons stored.
 // 3: required members of large objects in any order counted at run time.
-inline constexpr char kEngineVersion[] = "grammard-engine-3";
+// 4: unique items over any value; maxLength over patterns and formats too
+// large to count in an automaton, counted at run time.
+inline constexpr char kEngineVersion[] = "grammard-engine-4";
 
 class CompiledGrammar {
  public:

@@ -77,7 +77,8 @@ std::vector<bool> RepeatedManyTimes(const Grammar& g) {
 // counted members, stay calls: a matcher keeps a distinct rule's values, and
 // the members counted, per frame of the caller (engine/stack.h), so the
 // caller must have frames of its own, and each value or member must end in
-// a return; a rule with required members checks them at its own return.
+// a return; a rule with required members checks them at its own return,
+// and one counting characters counts them in its own frames.
 std::vector<bool> KeptAsCalls(const Grammar& g) {
   std::vector<bool> kept(g.rules.size(), false);
   std::vector<int32_t> stack;
@@ -85,7 +86,10 @@ std::vector<bool> KeptAsCalls(const Grammar& g) {
     return g.rules[r].distinct || g.rules[r].member_bit >= 0;
   };
   for (size_t r = 0; r < g.rules.size(); ++r) {
-    if (reported(r) || g.rules[r].required_members != 0) kept[r] = true;
+    if (reported(r) || g.rules[r].required_members != 0 ||
+        g.rules[r].max_chars >= 0) {
+      kept[r] = true;
+    }
   }
   if (std::find(kept.begin(), kept.end(), true) == kept.end()) return kept;
   std::vector<size_t> seen_in(g.exprs.size(), g.rules.size());
@@ -802,6 +806,11 @@ absl::StatusOr<CompiledGrammar> GrammarCompiler::Compile(
       once[r] = g.rules[r].member_once;
     }
     pda->MarkMembers(member_bit, required, once);
+    std::vector<int32_t> max_chars(g.rules.size(), -1);
+    for (size_t r = 0; r < g.rules.size(); ++r) {
+      max_chars[r] = g.rules[r].max_chars;
+    }
+    GRAMMARD_RETURN_IF_ERROR(pda->MarkCountedChars(max_chars));
     GRAMMARD_RETURN_IF_ERROR(internal::CheckRequiredMembersEndOnBytes(*pda));
     GRAMMARD_RETURN_IF_ERROR(internal::CheckDistinctValuesEndless(*pda));
   }

@@ -146,7 +146,27 @@ void GrammarMatcher::PlanMask() {
   in_value_ = false;
   checking_ = false;
   risky_sets_.clear();
+  counted_slack_ = INT32_MAX;
   if (terminated_) return;
+  if (data.pda.has_counted_chars()) {
+    // A token of n bytes adds at most n times the rule's jump to its
+    // string's count plus the least still to come (Pda::MaxCharJump).
+    const internal::ValueLog& log = stepper_.values();
+    for (const int32_t* it = scan_begin(); it != scan_end(); ++it) {
+      const int32_t state = pool_[*it].state;
+      const int32_t rule = data.pda.StateRule(state);
+      const int32_t max = data.pda.MaxChars(rule);
+      const int32_t jump = data.pda.MaxCharJump(rule);
+      if (max < 0 || jump == 0) continue;
+      const internal::NodeSide& side = log.side(*it);
+      const int32_t slack =
+          max - side.chars - data.pda.CharsToEnd(state, side.phase);
+      counted_slack_ = std::min(counted_slack_, slack / jump);
+    }
+    if (counted_slack_ >= data.index->max_token_length()) {
+      counted_slack_ = INT32_MAX;
+    }
+  }
   if (data.pda.has_distinct()) {
     for (const int32_t* it = scan_begin(); it != scan_end() && !in_value_;
          ++it) {
@@ -242,9 +262,12 @@ bool GrammarMatcher::InCheckingFrame(int32_t top) const {
 bool GrammarMatcher::NextMaskKey(std::vector<uintptr_t>* key) {
   PlanMask();
   key->clear();
-  // Inside a distinct value, or a frame lacking required members, the mask
-  // depends on what was seen.
-  if (!reads_.empty() || in_value_ || checking_) return false;
+  // Inside a distinct value, a frame lacking required members or a string
+  // near its counted bound, the mask depends on what was seen.
+  if (!reads_.empty() || in_value_ || checking_ ||
+      counted_slack_ != INT32_MAX) {
+    return false;
+  }
   key->push_back(reinterpret_cast<uintptr_t>(&grammar_.data()));
   key->push_back((terminated_ ? 2u : 0u) | (CanTerminate() ? 1u : 0u));
   for (const internal::TokenSet* set : sets_) {
@@ -308,6 +331,25 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
     stepper_.ReadSorted(&pool_, scan_begin(), scan_end(), vocab, reading_,
                         allow_readable);
   }
+  if (counted_slack_ != INT32_MAX) {
+    // Likewise a token long enough to pass a counted string's bound.
+    reading_.clear();
+    for (int32_t id : grammar_.data().longest_first) {
+      if (static_cast<int32_t>(vocab.bytes(id).size()) <= counted_slack_) {
+        break;
+      }
+      uint32_t& word = row[id >> 5];
+      if (word & (1u << (id & 31))) {
+        word &= ~(1u << (id & 31));
+        reading_.push_back(id);
+      }
+    }
+    std::sort(reading_.begin(), reading_.end(), [&](int32_t a, int32_t b) {
+      return vocab.bytes(a) < vocab.bytes(b);
+    });
+    stepper_.ReadSorted(&pool_, scan_begin(), scan_end(), vocab, reading_,
+                        allow_readable);
+  }
   if (terminated_ || CanTerminate()) {
     for (int32_t id : vocab.eos_ids()) row[id >> 5] |= 1u << (id & 31);
   }
@@ -320,16 +362,33 @@ ForcedContinuation GrammarMatcher::JumpForward(size_t max_bytes) {
   const size_t pool_mark = pool_.size();
   const size_t text_mark = stepper_.text().size();
   tmp_a_.assign(scan_begin(), scan_end());
+  std::vector<int32_t> trial;
+  auto survives = [&](uint8_t byte) {
+    const size_t pool_at = pool_.size();
+    const size_t text_at = stepper_.text().size();
+    trial.clear();
+    const internal::CloseFlags flags = stepper_.Read(
+        &pool_, tmp_a_.data(), tmp_a_.data() + tmp_a_.size(), byte, &trial);
+    const bool alive = !trial.empty() || flags.bottom;
+    stepper_.Truncate(&pool_, pool_at, text_at);
+    return alive;
+  };
   bool can_end = CanTerminate();
   while (!can_end && out.bytes.size() < max_bytes && !tmp_a_.empty()) {
     int forced = -1;
     for (int b = 0; b < 256 && forced != -2; ++b) {
       for (int32_t id : tmp_a_) {
-        if (pda.Next(pool_[id].state, static_cast<uint8_t>(b)) !=
+        if (pda.Next(pool_[id].state, static_cast<uint8_t>(b)) ==
             internal::Pda::kDead) {
-          forced = forced == -1 ? b : -2;
+          continue;
+        }
+        // Counted strings: the automaton allows bytes the count refuses,
+        // so only a byte some stack survives counts.
+        if (pda.has_counted_chars() && !survives(static_cast<uint8_t>(b))) {
           break;
         }
+        forced = forced == -1 ? b : -2;
+        break;
       }
     }
     if (forced < 0) break;

@@ -31,6 +31,7 @@
 #ifndef GRAMMARD_GRAMMAR_MATCHER_H_
 #define GRAMMARD_GRAMMAR_MATCHER_H_
 
+#include <climits>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -172,6 +173,9 @@ class GrammarMatcher {
   // token), and the sets of sets_ that may hold such tokens: PlanMask's.
   bool checking_ = false;
   std::vector<const internal::TokenSet*> risky_sets_;
+  // Tokens longer than this may pass a counted string's bound (Pda::
+  // MaxChars) and are read for real: PlanMask's, INT32_MAX when none may.
+  int32_t counted_slack_ = INT32_MAX;
 };
 
 // Fills the mask rows of a batch: row i, at masks + i * stride_words, for

@@ -1,5 +1,6 @@
 #include "grammar/engine/distinct_values.h"
 
+#include <algorithm>
 #include <array>
 #include <functional>
 #include <utility>
@@ -354,6 +355,18 @@ std::vector<uint32_t> TokensThatMayCheckMembers(const Pda& pda,
     bits[id >> 5] |= 1u << (id & 31);
   }
   return bits;
+}
+
+std::vector<int32_t> TokensLongestFirst(const Pda& pda,
+                                        const TokenIndex& index) {
+  if (!pda.has_counted_chars()) return {};
+  std::vector<int32_t> ids(index.size());
+  for (int32_t i = 0; i < index.size(); ++i) ids[i] = index.id(i);
+  const Vocabulary& vocab = index.vocab();
+  std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
+    return vocab.bytes(a).size() > vocab.bytes(b).size();
+  });
+  return ids;
 }
 
 }  // namespace grammard::grammar::internal

@@ -1,8 +1,9 @@
 // What a compiled grammar with run-time conditions needs beyond its
 // automata. Distinct rules (Pda::IsDistinct): a check that their values can
 // always be kept apart, and the tokens whose masks a matcher reads for real
-// inside such values. Counted members (Pda::RequiredMembers): the same two
-// (at the end of this header).
+// inside such values. Counted members (Pda::RequiredMembers): the same two;
+// counted characters (Pda::MaxChars): the tokens by length (at the end of
+// this header).
 //
 // A matcher drops a stack the moment a distinct value ends equal to one its
 // frame has seen (stack.h). That keeps the language exact, and the mask exact
@@ -63,6 +64,13 @@ absl::Status CheckRequiredMembersEndOnBytes(const Pda& pda);
 // without such rules.
 std::vector<uint32_t> TokensThatMayCheckMembers(const Pda& pda,
                                                 const TokenIndex& index);
+
+// Characters counted (Pda::MaxChars): the ids of the vocabulary's tokens,
+// longest first, where a counted rule exists (else empty). Near a string's
+// bound only tokens longer than its slack can pass it (Pda::MaxCharJump),
+// so a matcher reads for real a prefix of this list. O(vocabulary log).
+std::vector<int32_t> TokensLongestFirst(const Pda& pda,
+                                        const TokenIndex& index);
 
 }  // namespace grammard::grammar::internal
 

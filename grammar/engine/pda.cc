@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <unordered_map>
 
+#include "absl/strings/str_cat.h"
 #include "grammar/base/refine.h"
 
 namespace grammard::grammar::internal {
@@ -385,7 +387,10 @@ size_t Pda::MemoryBytes() const {
   return bytes + distinct_.size() + inside_distinct_.size() +
          member_bit_.size() + required_.size() * sizeof(uint64_t) +
          once_.size() + calls_once_.size() + inside_checking_.size() +
-         may_read_checked_.size();
+         may_read_checked_.size() +
+         (max_chars_.size() + bound_.size() + max_char_jump_.size() +
+          chars_base_.size() + chars_to_end_.size()) *
+             sizeof(int32_t);
 }
 
 }  // namespace grammard::grammar::internal
@@ -439,6 +444,7 @@ void Pda::Save(ByteWriter* out) const {
   out->PutVector(member_bit_);
   out->PutVector(required_);
   out->PutVector(once_);
+  out->PutVector(max_chars_);
 }
 
 void Pda::MarkDistinct(const std::vector<uint8_t>& distinct) {
@@ -484,6 +490,194 @@ void Pda::MarkMembers(const std::vector<int8_t>& member_bit,
   inside_checking_ = Reached(checking, /*callees=*/true);
   may_read_checked_ = Reached(checking, /*callees=*/false);
   FindReturnStates();
+}
+
+absl::Status Pda::MarkCountedChars(const std::vector<int32_t>& max_chars) {
+  max_chars_.clear();
+  bound_.clear();
+  max_char_jump_.clear();
+  chars_base_.clear();
+  chars_to_end_.clear();
+  if (std::none_of(max_chars.begin(), max_chars.end(),
+                   [](int32_t m) { return m >= 0; })) {
+    return absl::OkStatus();
+  }
+  // The rules reading a counted string: the counted rules and those they
+  // reach by calls, each of which must be a tail call (the automaton of a
+  // long pattern keeps some of its states as rules, called at its end), so
+  // that the string's count passes from frame to frame.
+  std::vector<int32_t> owner(num_rules(), -1);
+  std::vector<int32_t> work;
+  for (int32_t r = 0; r < num_rules(); ++r) {
+    if (max_chars[r] >= 0) {
+      owner[r] = r;
+      work.push_back(r);
+    }
+  }
+  std::vector<std::vector<int32_t>> states_of(num_rules());
+  for (int32_t s = 0; s < num_states(); ++s)
+    states_of[StateRule(s)].push_back(s);
+  while (!work.empty()) {
+    const int32_t r = work.back();
+    work.pop_back();
+    for (int32_t s : states_of[r]) {
+      for (const PdaCall* c = CallsBegin(s); c != CallsEnd(s); ++c) {
+        if (!IsTail(c->return_state)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "rule \"", RuleName(r), "\" reads a counted string but calls \"",
+              RuleName(c->rule), "\" before its end"));
+        }
+        if (owner[c->rule] == owner[r]) continue;
+        if (owner[c->rule] >= 0) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "rule \"", RuleName(c->rule), "\" reads the strings of both \"",
+              RuleName(owner[c->rule]), "\" and \"", RuleName(owner[r]), "\""));
+        }
+        owner[c->rule] = owner[r];
+        work.push_back(c->rule);
+      }
+    }
+  }
+  // No other rule may call them: their frames would count from nothing.
+  for (int32_t s = 0; s < num_states(); ++s) {
+    for (const PdaCall* c = CallsBegin(s); c != CallsEnd(s); ++c) {
+      if (owner[c->rule] >= 0 && max_chars[c->rule] < 0 &&
+          owner[StateRule(s)] != owner[c->rule]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "rule \"", RuleName(c->rule), "\" reads a counted string but \"",
+            RuleName(StateRule(s)), "\" calls it too"));
+      }
+    }
+  }
+  constexpr int K = CharPhase::kCount;
+  std::vector<int32_t> states;  // of counting rules, by their base / K
+  chars_base_.assign(num_states(), -1);
+  bound_.assign(num_rules(), -1);
+  for (int32_t r = 0; r < num_rules(); ++r) {
+    if (owner[r] < 0) continue;
+    bound_[r] = max_chars[owner[r]];
+    for (int32_t s : states_of[r]) {
+      chars_base_[s] = static_cast<int32_t>(states.size()) * K;
+      states.push_back(s);
+    }
+  }
+  max_chars_ = max_chars;
+  max_char_jump_.assign(num_rules(), 0);
+  // One byte per run of a byte class that steps every phase alike: every
+  // state moves alike on a class, and CharPhase::Step tells apart only
+  // these bytes.
+  std::vector<uint8_t> reps;
+  auto kind = [](int b) {
+    return b == '\\'            ? 1
+           : b == '"'           ? 2
+           : b == 'u'           ? 3
+           : (b & 0xC0) == 0x80 ? 4
+                                : 0;
+  };
+  for (int b = 0; b < 256; ++b) {
+    if (b == 0 ||
+        ByteClass(static_cast<uint8_t>(b)) !=
+            ByteClass(static_cast<uint8_t>(b - 1)) ||
+        kind(b) != kind(b - 1)) {
+      reps.push_back(static_cast<uint8_t>(b));
+    }
+  }
+  // (state, phase) nodes reached from the counted rules' starts, and the
+  // moves between them (a tail call: to the callee's start, reading
+  // nothing) reversed.
+  const size_t n = states.size() * K;
+  std::vector<uint8_t> reached(n, 0);
+  auto node = [&](int32_t s, int8_t phase) { return chars_base_[s] + phase; };
+  for (int32_t r = 0; r < num_rules(); ++r) {
+    if (max_chars[r] >= 0) {
+      reached[node(RuleStart(r), CharPhase::kBetween)] = 1;
+      work.push_back(node(RuleStart(r), CharPhase::kBetween));
+    }
+  }
+  struct Move {
+    int32_t from, to;
+    int32_t weight;
+  };
+  std::vector<Move> moves;
+  auto add = [&](int32_t u, int32_t v, int32_t weight) {
+    moves.push_back({u, v, weight});
+    if (!reached[v]) {
+      reached[v] = 1;
+      work.push_back(v);
+    }
+  };
+  while (!work.empty()) {
+    const int32_t u = work.back();
+    work.pop_back();
+    const int32_t s = states[u / K];
+    const int8_t phase = static_cast<int8_t>(u % K);
+    for (uint8_t b : reps) {
+      const int32_t t = Next(s, b);
+      if (t == kDead) continue;
+      bool begins = false;
+      const int8_t next = CharPhase::Step(phase, b, &begins);
+      add(u, node(t, next), begins ? 1 : 0);
+    }
+    for (const PdaCall* c = CallsBegin(s); c != CallsEnd(s); ++c) {
+      add(u, node(RuleStart(c->rule), phase), 0);
+    }
+  }
+  std::vector<int32_t> into_begin(n + 1, 0);
+  for (const Move& m : moves) ++into_begin[m.to + 1];
+  for (size_t i = 0; i < n; ++i) into_begin[i + 1] += into_begin[i];
+  std::vector<int32_t> into(moves.size());
+  {
+    std::vector<int32_t> fill(into_begin.begin(), into_begin.end() - 1);
+    for (size_t k = 0; k < moves.size(); ++k) {
+      into[fill[moves[k].to]++] = static_cast<int32_t>(k);
+    }
+  }
+  // Fewest characters to the end: a 0-1 breadth-first walk back from the
+  // final states (between characters: after the closing quote).
+  chars_to_end_.assign(n, kNoEnd);
+  std::deque<int32_t> queue;
+  for (int32_t s : states) {
+    if (IsFinal(s) && reached[node(s, CharPhase::kBetween)]) {
+      chars_to_end_[node(s, CharPhase::kBetween)] = 0;
+      queue.push_back(node(s, CharPhase::kBetween));
+    }
+  }
+  while (!queue.empty()) {
+    const int32_t v = queue.front();
+    queue.pop_front();
+    for (int32_t k = into_begin[v]; k < into_begin[v + 1]; ++k) {
+      const Move& m = moves[into[k]];
+      const int32_t d = chars_to_end_[v] + m.weight;
+      if (d < chars_to_end_[m.from]) {
+        chars_to_end_[m.from] = d;
+        m.weight == 0 ? queue.push_front(m.from) : queue.push_back(m.from);
+      }
+    }
+  }
+  // The most one byte adds to count + CharsToEnd, per counted string.
+  std::vector<int32_t> jump(num_rules(), 0);
+  for (const Move& m : moves) {
+    if (chars_to_end_[m.from] >= kNoEnd || chars_to_end_[m.to] >= kNoEnd) {
+      continue;
+    }
+    int32_t& j = jump[owner[StateRule(states[m.from / K])]];
+    j = std::max(j, m.weight + chars_to_end_[m.to] - chars_to_end_[m.from]);
+  }
+  for (int32_t r = 0; r < num_rules(); ++r) {
+    if (owner[r] >= 0) max_char_jump_[r] = jump[owner[r]];
+  }
+  for (int32_t r = 0; r < num_rules(); ++r) {
+    if (max_chars[r] < 0) continue;
+    const int32_t least = CharsToEnd(RuleStart(r), CharPhase::kBetween);
+    if (least > max_chars[r]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rule \"", RuleName(r), "\" counts at most ", max_chars[r],
+          " characters, but its strings hold at least ",
+          least >= kNoEnd ? std::string("infinitely many")
+                          : std::to_string(least)));
+    }
+  }
+  return absl::OkStatus();
 }
 
 std::vector<uint8_t> Pda::Reached(const std::vector<uint8_t>& from,
@@ -607,9 +801,18 @@ absl::StatusOr<Pda> Pda::Load(ByteReader* in) {
   for (int8_t b : member_bit) {
     if (b < -1 || b > 63) return in->Malformed();
   }
+  std::vector<int32_t> max_chars;
+  if (!in->GetVector(&max_chars)) return in->status();
+  if (!max_chars.empty() && max_chars.size() != static_cast<size_t>(rules)) {
+    return in->Malformed();
+  }
+  for (int32_t m : max_chars) {
+    if (m < -1) return in->Malformed();
+  }
   pda.ComputeHasBytes();
   pda.MarkDistinct(distinct);
   pda.MarkMembers(member_bit, required, once);
+  if (!pda.MarkCountedChars(max_chars).ok()) return in->Malformed();
   return pda;
 }
 

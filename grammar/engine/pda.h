@@ -17,6 +17,7 @@
 #define GRAMMARD_GRAMMAR_ENGINE_PDA_H_
 
 #include <array>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -24,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "grammar/base/byte_io.h"
 #include "grammar/base/refine.h"
@@ -164,9 +166,38 @@ class Pda {
     return !may_read_checked_.empty() && may_read_checked_[rule] != 0;
   }
   bool has_members() const { return !member_bit_.empty(); }
-  // Whether some return or call is checked at run time (distinct rules or
-  // counted members): a matcher's stepper must then track (stack.h).
-  bool has_run_time_checks() const { return has_distinct() || has_members(); }
+  // Characters counted at run time (grammar_ir.h's Rule::max_chars): such a
+  // rule reads the rest of a JSON string, with the rules it reaches by
+  // calls (tail calls only: a long pattern's automaton keeps some states as
+  // rules), and their frames count the characters read (CharPhase below).
+  // MaxChars(rule): the bound of the string a rule reads, or -1.
+  // CharsToEnd(state, phase): the fewest characters that still take a
+  // counted rule's state, at that phase of a character, to the rule's end
+  // (kNoEnd: none); a stack whose count plus that passes the bound can
+  // never close its string. MaxCharJump(rule): the most one byte can add
+  // to that sum (count + CharsToEnd), so a token of n bytes adds at most n
+  // times it: the tokens a mask must read for real near the bound are the
+  // long ones. has_counted_chars(): some rule counts.
+  static constexpr int32_t kNoEnd = INT32_MAX / 4;
+  int32_t MaxChars(int32_t rule) const {
+    return bound_.empty() ? -1 : bound_[rule];
+  }
+  int32_t CharsToEnd(int32_t state, int8_t phase) const {
+    return chars_to_end_[static_cast<size_t>(chars_base_[state]) + phase];
+  }
+  int32_t MaxCharJump(int32_t rule) const { return max_char_jump_[rule]; }
+  bool has_counted_chars() const { return !max_chars_.empty(); }
+  // Marks them (per rule: -1 or the bound); none leaves the Pda as it was.
+  // InvalidArgument when a rule reading a counted string calls another
+  // before its end, is called from outside it or reads two of them, or
+  // when a counted string cannot close within its bound.
+  absl::Status MarkCountedChars(const std::vector<int32_t>& max_chars);
+  // Whether some return or call is checked at run time (distinct rules,
+  // counted members or characters): a matcher's stepper must then track
+  // (stack.h).
+  bool has_run_time_checks() const {
+    return has_distinct() || has_members() || has_counted_chars();
+  }
   // Whether a return from `rule` is more than a pop: a distinct value's end,
   // a member counted or members required.
   bool ReturnIsChecked(int32_t rule) const {
@@ -285,6 +316,33 @@ class Pda {
   std::vector<uint8_t> calls_once_;
   std::vector<uint8_t> inside_checking_;
   std::vector<uint8_t> may_read_checked_;
+  // Per rule when some rule counts characters, else empty; per state of a
+  // rule reading a counted string, where its CharPhase::kCount entries of
+  // chars_to_end_ begin (-1 elsewhere).
+  std::vector<int32_t> max_chars_;  // as marked
+  std::vector<int32_t> bound_;      // MaxChars
+  std::vector<int32_t> max_char_jump_;
+  std::vector<int32_t> chars_base_;
+  std::vector<int32_t> chars_to_end_;
+};
+
+// Where a byte of a JSON string leaves the count of its characters (a code
+// point, or an escape, counts one): kBetween after a character, or inside
+// a UTF-8 sequence; kAfterBackslash; then 4..1 hex digits of \u to go.
+struct CharPhase {
+  static constexpr int8_t kBetween = 0;
+  static constexpr int8_t kAfterBackslash = 5;
+  static constexpr int8_t kCount = 6;
+  // The phase after `byte` from `phase`, and whether it begins a character
+  // (the closing quote, read between characters, begins none).
+  static int8_t Step(int8_t phase, uint8_t byte, bool* begins) {
+    *begins = false;
+    if (phase == kAfterBackslash) return byte == 'u' ? 4 : kBetween;
+    if (phase != kBetween) return static_cast<int8_t>(phase - 1);
+    if (byte == '"' || (byte & 0xC0) == 0x80) return kBetween;
+    *begins = true;
+    return byte == '\\' ? kAfterBackslash : kBetween;
+  }
 };
 
 // Byte moves of `s` as runs with one target, (first byte, to(target)), a

@@ -70,8 +70,11 @@ int32_t Stepper::AddLike(StackPool* pool, int32_t state, int32_t parent,
                          int32_t from) {
   NodeSide side;
   if (from >= 0) {
-    side.seen = values_.side(from).seen;
-    side.members = values_.side(from).members;
+    const NodeSide& was = values_.side(from);
+    side.seen = was.seen;
+    side.members = was.members;
+    side.chars = was.chars;
+    side.phase = was.phase;
   }
   values_.Append(side);
   return pool->Add(state, parent);
@@ -90,6 +93,22 @@ int32_t Stepper::InternLike(StackPool* pool, int32_t state, int32_t parent,
   // A frame shared with a plain call returning to the same state (made
   // first, in this very step) is a distinct call's frame all the same.
   if (start >= 0) values_.side(id).start = start;
+  return id;
+}
+
+int32_t Stepper::CountedMove(StackPool* pool, int32_t from, int32_t state,
+                             uint8_t byte) {
+  const Pda& pda = *pda_;
+  bool begins = false;
+  const int8_t phase = CharPhase::Step(values_.side(from).phase, byte, &begins);
+  const int32_t chars = values_.side(from).chars + (begins ? 1 : 0);
+  if (chars + pda.CharsToEnd(state, phase) >
+      pda.MaxChars(pda.StateRule(state))) {
+    return -1;
+  }
+  const int32_t id = AddLike(pool, state, (*pool)[from].parent, from);
+  values_.side(id).chars = chars;
+  values_.side(id).phase = phase;
   return id;
 }
 
@@ -344,7 +363,9 @@ CloseFlags Stepper::CloseT(StackPool* pool_in, const int32_t* seeds, size_t n,
                 : InternLike(
                       &pool, c->return_state, node.parent, id,
                       distinct ? static_cast<int32_t>(text_.size()) : -1);
-        work_.push_back(InternLike(&pool, pda.RuleStart(c->rule), ret, -1, -1));
+        // A counted string read on by a rule of its own carries its count.
+        work_.push_back(InternLike(&pool, pda.RuleStart(c->rule), ret,
+                                   Counted(node.state) ? id : -1, -1));
       }
     }
   }
@@ -371,6 +392,13 @@ CloseFlags Stepper::StepT(StackPool* pool, const int32_t* begin,
     if (next == Pda::kDead) return {};
     if (!pda_->IsFinal(next) &&
         pda_->CallsBegin(next) == pda_->CallsEnd(next)) {
+      if constexpr (kTracking) {
+        if (Counted(next)) {
+          const int32_t id = CountedMove(pool, *begin, next, byte);
+          if (id >= 0) scan->push_back(id);
+          return {};
+        }
+      }
       scan->push_back(next == node.state ? *begin
                       : kTracking ? AddLike(pool, next, node.parent, *begin)
                                   : pool->Add(next, node.parent));
@@ -387,7 +415,11 @@ CloseFlags Stepper::StepT(StackPool* pool, const int32_t* begin,
     // itself then comes out with the same ids, which callers can detect.
     if (next != Pda::kDead) moves_.push_back({next, node.parent, *it});
   }
+  // -1: a move refused (past a counted string's bound).
   auto node_for = [&](const Move& m) {
+    if constexpr (kTracking) {
+      if (Counted(m.state)) return CountedMove(pool, m.from, m.state, byte);
+    }
     if (m.state == (*pool)[m.from].state) return m.from;
     return kTracking ? AddLike(pool, m.state, m.parent, m.from)
                      : pool->Add(m.state, m.parent);
@@ -399,7 +431,9 @@ CloseFlags Stepper::StepT(StackPool* pool, const int32_t* begin,
         dup = moves_[j].state == moves_[i].state &&
               moves_[j].parent == moves_[i].parent;
       }
-      if (!dup) seeds_.push_back(node_for(moves_[i]));
+      if (dup) continue;
+      const int32_t id = node_for(moves_[i]);
+      if (id >= 0) seeds_.push_back(id);
     }
   } else {
     for (const Move& m : moves_) {
@@ -407,6 +441,7 @@ CloseFlags Stepper::StepT(StackPool* pool, const int32_t* begin,
       int32_t id = made_.Find(key);
       if (id < 0) {
         id = node_for(m);
+        if (id < 0) continue;
         made_.Insert(key, id);
       }
       seeds_.push_back(id);

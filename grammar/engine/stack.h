@@ -27,6 +27,13 @@
 // when its frame holds them all, and a once member is not called where its
 // bit is set.
 //
+// Characters counted (Pda::MaxChars) likewise: a node of a counted rule's
+// frame holds the characters its string has read so far and where the last
+// one stands (CharPhase); a byte is refused when the string could then no
+// longer close within the bound (the count plus Pda::CharsToEnd of the
+// state it leads to). Such frames never keep their node on a self-loop:
+// each byte makes a node with its own count.
+//
 // Two parent values are not nodes: kBottom lies below the root rule (reaching
 // it means the whole text may end here) and kOpen stands for an unknown
 // caller (used when classifying tokens for one state in isolation; reaching
@@ -97,6 +104,10 @@ struct NodeSide {
   uint32_t key_begin = 0, key_end = 0;
   // The counted members the instance has seen (Pda::MemberBit).
   uint64_t members = 0;
+  // A counted rule's frame (Pda::MaxChars): the characters read and the
+  // phase of the last one.
+  int32_t chars = 0;
+  int8_t phase = 0;
 };
 
 // Append-only; truncating to an earlier size undoes later pushes, which is
@@ -313,6 +324,16 @@ class Stepper {
   int32_t AddLike(StackPool* pool, int32_t state, int32_t parent, int32_t from);
   int32_t InternLike(StackPool* pool, int32_t state, int32_t parent,
                      int32_t from, int32_t start);
+  // Whether `state` belongs to a rule counting characters.
+  bool Counted(int32_t state) const {
+    return pda_->has_counted_chars() &&
+           pda_->MaxChars(pda_->StateRule(state)) >= 0;
+  }
+  // While tracking, the node a byte move from `from` to `state` makes in a
+  // frame counting characters, or -1 when the string could no longer close
+  // within its bound.
+  int32_t CountedMove(StackPool* pool, int32_t from, int32_t state,
+                      uint8_t byte);
   // The record of a value of `frame`'s distinct call ending here, or -1
   // when the instance has seen that value (see the file comment).
   int32_t Record(StackPool* pool, int32_t frame);

@@ -548,6 +548,11 @@ absl::Status Grammar::Validate() const {
     return absl::InvalidArgumentError(
         "invalid grammar: the root rule cannot be distinct (no rule calls it)");
   }
+  if (rules[root].max_chars >= 0) {
+    return absl::InvalidArgumentError(
+        "invalid grammar: the root rule cannot count characters (it reads "
+        "the rest of a string after a quote)");
+  }
   if (rules[root].member_bit >= 0) {
     return absl::InvalidArgumentError(
         "invalid grammar: the root rule cannot count as a member (no rule "
@@ -559,6 +564,11 @@ absl::Status Grammar::Validate() const {
       return absl::InvalidArgumentError(
           absl::StrCat("invalid grammar: rule \"", rule.name,
                        "\" is counted once but has no member bit"));
+    }
+    if (rule.max_chars < -1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid grammar: rule \"", rule.name,
+                       "\" counts at most ", rule.max_chars, " characters"));
     }
     if (rule.member_bit < -1 || rule.member_bit > 63) {
       return absl::InvalidArgumentError(
@@ -600,7 +610,8 @@ bool StructurallyEqual(const Grammar& a, const Grammar& b) {
     if (a.rules[i].distinct != b.rules[i].distinct ||
         a.rules[i].member_bit != b.rules[i].member_bit ||
         a.rules[i].required_members != b.rules[i].required_members ||
-        a.rules[i].member_once != b.rules[i].member_once) {
+        a.rules[i].member_once != b.rules[i].member_once ||
+        a.rules[i].max_chars != b.rules[i].max_chars) {
       return false;
     }
     if (!ExprsEqual(a, a.rules[i].body, b, b.rules[i].body)) return false;

@@ -131,6 +131,16 @@ struct Rule {
   // byte of its own (the separator before a member), so that the byte is
   // refused with it.
   bool member_once = false;
+  // Characters counted at run time (JSON Schema's maxLength over a pattern
+  // or format whose automaton, counted to that length, would be too large):
+  // with max_chars >= 0, the rule reads the rest of a JSON string after its
+  // opening quote, its closing quote included, and a matcher counts the
+  // characters it holds (a code point, or an escape), refusing a byte past
+  // which the string could no longer close within max_chars (engine/
+  // stack.h). Such a rule must call no other (its automaton alone reads the
+  // string), and is never copied into its callers. ToString does not print
+  // it.
+  int32_t max_chars = -1;
 };
 
 // See the file comment. A passive value: the Add* helpers only append, and

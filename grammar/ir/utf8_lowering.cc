@@ -186,6 +186,7 @@ absl::StatusOr<Grammar> LowerToBytes(const Grammar& grammar,
     copy.member_bit = rule.member_bit;
     copy.required_members = rule.required_members;
     copy.member_once = rule.member_once;
+    copy.max_chars = rule.max_chars;
   }
   out.root = grammar.root;
   GRAMMARD_RETURN_IF_ERROR(CheckSizeLimit(out, limits));

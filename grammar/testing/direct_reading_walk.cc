@@ -19,7 +19,10 @@ void Walk(const CompiledGrammar& checked, const CompiledGrammar& plain,
   const Vocabulary& vocab = checked.vocabulary();
   GrammarMatcher p(plain), c(checked);
   std::vector<uint32_t> prow(plain.mask_words()), crow(checked.mask_words());
-  std::string text;
+  ASSERT_TRUE(p.AcceptString(walk.start).ok() &&
+              c.AcceptString(walk.start).ok())
+      << what;
+  std::string text = walk.start;
   for (int step = 0; step < walk.steps && !c.IsTerminated(); ++step) {
     p.FillNextTokenMask(prow.data());
     c.FillNextTokenMask(crow.data());

@@ -24,6 +24,9 @@ struct DirectReadingWalk {
   uint32_t seed = 1;
   int walks = 30;
   int steps = 40;
+  // Text both grammars read before each walk (the walk's text begins with
+  // it).
+  std::string start;
   // The token a walk takes among those allowed at `step`: the test's bias
   // (toward tokens that end things, so that the conditions bite).
   std::function<int32_t(const std::vector<int32_t>& allowed, int step,

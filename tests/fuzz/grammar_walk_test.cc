@@ -87,5 +87,20 @@ TEST(GrammarWalkTest, RequiredMembersForkJumpAndRollBack) {
   }
 }
 
+// The same over strings whose maxLength is counted at run time (a pattern
+// of 3,000 states counted to 12 is past what an automaton may hold:
+// grammar/counted_chars_test.cc checks the masks), among other items.
+TEST(GrammarWalkTest, CountedStringsForkJumpAndRollBack) {
+  const grammar::GrammarCompiler compiler(FuzzVocabulary());
+  auto converted = grammar::JsonSchemaToGrammar(
+      R"({"type":"array","items":{"anyOf":[
+          {"type":"string","pattern":"^[a-c]{0,3000}@[a-c]+$","maxLength":12},
+          {"type":["number","boolean","null"]}]}})");
+  ASSERT_TRUE(converted.ok()) << converted.status();
+  auto compiled = compiler.Compile(std::move(converted->grammar));
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  WalkRandomly(*compiled, 7, 80);
+}
+
 }  // namespace
 }  // namespace grammard::fuzz

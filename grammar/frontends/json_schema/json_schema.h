@@ -11,7 +11,9 @@
 // Drafts 2020-12, 2019-09, 7, 6 and 4 (from the schema's $schema, else
 // JsonSchemaOptions::default_draft). Enforced: type, enum, const, the
 // numeric bounds and multipleOf (exact for numbers of any size, because
-// they work on digits), minLength/maxLength/pattern/format together,
+// they work on digits), minLength/maxLength/pattern/format together (a
+// maxLength whose automaton would grow too large counted by the matcher at
+// run time: grammar_ir.h's Rule::max_chars),
 // properties, patternProperties, additionalProperties, required,
 // propertyNames, min/maxProperties, dependentRequired, dependentSchemas,
 // items/prefixItems/additionalItems, min/maxItems, contains with
@@ -35,7 +37,7 @@
 // specification says. Not enforced (strict mode refuses them): uniqueItems over
 // other values (closed objects, bounded strings or numbers, ...), the regex,
 // idn-email and idn-hostname formats, draft 7's contentMediaType
-// application/json, multipleOf and lengths whose automata grow too large,
+// application/json, multipleOf and minLength whose automata grow too large,
 // $recursiveRef, meta-schemas other than json-schema.org's.
 //
 // The policy is never silent. In strict mode (the default) a keyword that

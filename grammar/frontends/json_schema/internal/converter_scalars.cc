@@ -10,6 +10,10 @@ namespace {
 // spends an automaton state per counted character (100000 by default), so
 // 64 KiB keeps the common 32767 and 65535 within reach.
 constexpr int64_t kMaxCountedLength = 65536;
+// maxLength counted at run time past this is this: 2^28 characters, far
+// past what any model writes, and a count that never overflows (a bound
+// above refuses only longer strings, never lets an invalid one through).
+constexpr int64_t kMaxRunTimeLength = int64_t{1} << 28;
 
 // Calls visit(i) for each character of `p` from `from` on that is neither
 // escaped nor inside a class [...] (ECMAScript's: the first `]` ends it), so
@@ -423,6 +427,22 @@ absl::StatusOr<int32_t> Converter::NumberExpr(const SimpleSchema& s) {
   return e_.Ref(rule);
 }
 
+absl::StatusOr<int32_t> Converter::CountedString(const StringC& c) {
+  StringC open = c;
+  open.max_len = -1;
+  absl::StatusOr<CharDfa> dfa = StringDfa(open, true);
+  if (!dfa.ok()) return dfa.status();
+  std::string shortest;
+  if (!Example(*dfa, &shortest) || CodepointCount(shortest) > c.max_len) {
+    return e_.Nothing();
+  }
+  const int32_t rest =
+      e_.NewRule("counted_string", e_.DfaStringRest(*dfa, "string"));
+  e_.g().rules[rest].max_chars =
+      static_cast<int32_t>(std::min<int64_t>(c.max_len, kMaxRunTimeLength));
+  return e_.Seq({e_.Bytes("\""), e_.Ref(rest)});
+}
+
 absl::StatusOr<int32_t> Converter::StringExpr(const SimpleSchema& s) {
   StringC c = s.string;
   for (const Json* x : s.excluded) {
@@ -439,7 +459,16 @@ absl::StatusOr<int32_t> Converter::StringExpr(const SimpleSchema& s) {
   };
   int32_t body;
   if (c.must.empty() && c.must_not.empty() && c.excluded.empty()) {
-    // Lengths alone count code points in any JSON encoding.
+    // Lengths alone count code points in any JSON encoding; past what a
+    // grammar unrolls, maxLength at run time.
+    absl::StatusOr<int32_t> counted = absl::UnknownError("");
+    if (c.max_len > kMaxCountedLength) counted = CountedString(c);
+    if (counted.ok() || IsDeadline(counted.status())) {
+      if (!counted.ok()) return counted.status();
+      const int32_t rule = e_.NewRule("string", *counted);
+      string_rules_.emplace(key, rule);
+      return e_.Ref(rule);
+    }
     if (c.min_len > kMaxCountedLength || c.max_len > kMaxCountedLength) {
       GRAMMARD_RETURN_IF_ERROR(
           Unsupported(c.length_loc,
@@ -466,6 +495,17 @@ absl::StatusOr<int32_t> Converter::StringExpr(const SimpleSchema& s) {
     body = e_.Quoted(e_.Ref((*entry)->content_rule));
   } else {
     absl::StatusOr<CharDfa> dfa = StringDfa(c, true);
+    if (!dfa.ok() && !IsDeadline(dfa.status()) && c.max_len >= 0) {
+      // Too large once counted to maxLength: the automaton keeps the rest
+      // (minLength too), and matchers count up to maxLength at run time.
+      absl::StatusOr<int32_t> counted = CountedString(c);
+      if (counted.ok() || IsDeadline(counted.status())) {
+        if (!counted.ok()) return counted.status();
+        const int32_t rule = e_.NewRule("string", *counted);
+        string_rules_.emplace(key, rule);
+        return e_.Ref(rule);
+      }
+    }
     if (!dfa.ok()) {
       if (IsDeadline(dfa.status())) return dfa.status();
       const RegexRef* r = !c.must.empty()       ? &c.must[0]

@@ -723,12 +723,16 @@ int32_t JsonEmitter::DfaString(const CharDfa& dfa, std::string_view hint) {
   // its tokens by a leaf walk (llama3: a pattern counted by maxLength,
   // 25 ms by the general walk).
   if (dfa.IsEmpty()) return Nothing();
-  return Seq({Bytes("\""), EmitDfa(
-                               dfa,
-                               [this](const std::vector<CharRange>& r) {
-                                 return JsonCharForms(r).groups;
-                               },
-                               hint, Bytes("\""))});
+  return Seq({Bytes("\""), DfaStringRest(dfa, hint)});
+}
+
+int32_t JsonEmitter::DfaStringRest(const CharDfa& dfa, std::string_view hint) {
+  return EmitDfa(
+      dfa,
+      [this](const std::vector<CharRange>& r) {
+        return JsonCharForms(r).groups;
+      },
+      hint, Bytes("\""));
 }
 
 int32_t JsonEmitter::DfaPlain(const CharDfa& dfa, std::string_view hint) {

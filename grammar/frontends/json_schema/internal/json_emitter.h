@@ -140,9 +140,10 @@ class JsonEmitter {
       const std::function<std::vector<int32_t>(const std::vector<CharRange>&)>&
           symbol,
       std::string_view hint, int32_t tail);
-  // Shorthands: a JSON string whose contents are `dfa`'s language; a number
-  // text from a DFA over ASCII.
+  // Shorthands: a JSON string whose contents are `dfa`'s language, and the
+  // same without its opening quote; a number text from a DFA over ASCII.
   int32_t DfaString(const CharDfa& dfa, std::string_view hint);
+  int32_t DfaStringRest(const CharDfa& dfa, std::string_view hint);
   int32_t DfaPlain(const CharDfa& dfa, std::string_view hint);
 
  private:
