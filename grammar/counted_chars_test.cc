@@ -2,6 +2,7 @@
 // pattern or format counted in its automaton would be too large: the mask
 // against a direct reading near the bound, and the matcher's other paths
 // (rollback, fork, jump-forward, serialization, mask keys) over the count.
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <random>
@@ -62,35 +63,46 @@ bool Accepts(const CompiledGrammar& g, const std::string& text) {
   return m.AcceptString(text).ok() && m.CanTerminate();
 }
 
-// Whether the start of a JSON string `text` (the plain grammar's language)
-// may still close as one of at most kMax characters: counted directly (an
-// escape or a UTF-8 sequence is one character, a character begun counts),
-// plus the fewest the pattern still needs ('@' and one more, or one more).
-bool CanCloseWithin(const std::string& text) {
+// The start of a JSON string read directly: its characters (an escape or
+// a UTF-8 sequence is one, a character begun counts), whether it closed,
+// and what the pattern above still needs ('@' and one more, or one more).
+struct Reading {
   int chars = 0;
-  bool at = false, after_at = false, closed = false;
+  bool closed = false;
+  int need_at = 2;
+};
+Reading Read(const std::string& text) {
+  Reading r;
+  bool at = false, after_at = false;
   for (size_t i = 1; i < text.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
     if (c == '"') {
-      closed = true;
+      r.closed = true;
       break;
     }
     if (c == '\\') {
-      ++chars;
+      ++r.chars;
       after_at = at;
       i += text.compare(i + 1, 1, "u") == 0 ? 5 : 1;
       continue;
     }
     if ((c & 0xC0) == 0x80) continue;
-    ++chars;
+    ++r.chars;
     if (c == '@') {
       at = true;
     } else {
       after_at = at;
     }
   }
-  const int need = closed ? 0 : !at ? 2 : after_at ? 0 : 1;
-  return chars + need <= kMax;
+  r.need_at = r.closed ? 0 : !at ? 2 : after_at ? 0 : 1;
+  return r;
+}
+
+// Whether `text` (the uncounted grammar's language) may still close as a
+// string of the pattern of at most kMax characters.
+bool PatternCanClose(const std::string& text) {
+  const Reading r = Read(text);
+  return r.chars + r.need_at <= kMax;
 }
 
 TEST(CountedChars, LongProductsAreCountedAtRunTime) {
@@ -153,9 +165,42 @@ TEST(CountedChars, MasksMatchADirectReading) {
         }
         return pick;
       };
-      testing::WalkAgainstADirectReading(*counted, *plain, walk, CanCloseWithin,
-                                         start.substr(0, 3));
+      testing::WalkAgainstADirectReading(*counted, *plain, walk,
+                                         PatternCanClose, start.substr(0, 3));
     }
+  }
+}
+
+// The same for a string of lengths alone (any character, minLength 3 in
+// its automaton, maxLength 300 counted at run time).
+TEST(CountedChars, LengthsAloneMatchADirectReading) {
+  GrammarCompiler compiler(TestVocab());
+  const Vocabulary& vocab = compiler.vocabulary();
+  auto counted = CompileSchema(
+      compiler, R"({"type":"string","minLength":3,"maxLength":300})");
+  auto plain = CompileSchema(compiler, R"({"type":"string","minLength":3})");
+  ASSERT_TRUE(counted.ok() && plain.ok()) << counted.status();
+  for (int before : {0, 260, 290}) {
+    testing::DirectReadingWalk walk;
+    walk.seed = static_cast<uint32_t>(before);
+    walk.walks = 20;
+    walk.steps = 40;
+    walk.start = "\"" + std::string(before, 'a');
+    walk.pick = [&](const std::vector<int32_t>& allowed, int,
+                    std::mt19937& rng) {
+      int32_t pick = allowed[rng() % allowed.size()];
+      for (int32_t id : allowed) {
+        if (vocab.bytes(id).size() >= 8 && rng() % 3 == 0) pick = id;
+      }
+      return pick;
+    };
+    testing::WalkAgainstADirectReading(
+        *counted, *plain, walk,
+        [](const std::string& text) {
+          const Reading r = Read(text);
+          return r.chars + (r.closed ? 0 : std::max(0, 3 - r.chars)) <= 300;
+        },
+        walk.start.substr(0, 3));
   }
 }
 

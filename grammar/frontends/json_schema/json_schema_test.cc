@@ -142,22 +142,34 @@ TEST(JsonSchemaTest, Strings) {
 }
 
 TEST(JsonSchemaTest, LongLengths) {
-  // Past the regex parsers' repeat bound (10000): the engine counts it (the
-  // oracle is too slow for such strings, so the bound is read off the
-  // grammar).
+  // A minLength past the regex parsers' repeat bound (10000) is counted in
+  // the grammar (the oracle is too slow for such strings, so the bound is
+  // read off the grammar); past what a grammar unrolls, refused.
   absl::StatusOr<JsonSchemaResult> r =
-      JsonSchemaToGrammar(R"({"type": "string", "maxLength": 32767})");
+      JsonSchemaToGrammar(R"({"type": "string", "minLength": 32767})");
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_NE(r->grammar.ToString().find("{0,32767}"), std::string::npos)
+  EXPECT_NE(r->grammar.ToString().find("{32767,}"), std::string::npos)
       << r->grammar.ToString();
-  // Past what a grammar unrolls, maxLength is counted at run time (a rule
-  // with max_chars); minLength, still in the grammar, is refused.
-  r = JsonSchemaToGrammar(R"({"type": "string", "maxLength": 1000000})");
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_TRUE(
-      std::any_of(r->grammar.rules.begin(), r->grammar.rules.end(),
-                  [](const Rule& rule) { return rule.max_chars == 1000000; }));
   ExpectRefused(R"({"type": "string", "minLength": 1000000})", "#/minLength");
+  // A maxLength up to 256 is counted in the grammar, a longer one at run
+  // time (a rule with max_chars), up to any bound.
+  auto counted_to = [](const JsonSchemaResult& result) {
+    int32_t bound = -1;
+    for (const Rule& rule : result.grammar.rules) {
+      bound = std::max(bound, rule.max_chars);
+    }
+    return bound;
+  };
+  r = JsonSchemaToGrammar(R"({"type": "string", "maxLength": 256})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(counted_to(*r), -1);
+  EXPECT_NE(r->grammar.ToString().find("{0,256}"), std::string::npos);
+  for (int64_t bound : {257, 32767, 1000000}) {
+    r = JsonSchemaToGrammar(absl::StrCat(
+        R"({"type": "string", "minLength": 3, "maxLength": )", bound, "}"));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(counted_to(*r), bound);
+  }
 }
 
 TEST(JsonSchemaTest, PatternDotsFollowEcmaScript) {
