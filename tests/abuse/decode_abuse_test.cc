@@ -297,6 +297,60 @@ TEST_F(DecodeAbuseTest, AnyOrderObjectsStayBounded) {
                   Describe(error), ms);
 }
 
+// Item 20 (issue 35): maxLength counted at run time, where a pattern or
+// format counted in its automaton would be too large. An email of at most
+// 100,000,000 characters compiles like one of any length; a string of
+// 20,000 characters read in steps of 1,000 keeps them short, and the one
+// character past its bound fails that sequence alone.
+TEST_F(DecodeAbuseTest, CountedStringsStayBounded) {
+  auto stub = NewStub();
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(120));
+  auto rw = stub->Decode(&context);
+  v1::Constraint email;
+  email.set_json_schema(
+      R"({"type":"string","format":"email","maxLength":100000000})");
+  const auto email_start = Clock::now();
+  const v1::SequenceStatus huge = OpenAndWait(rw.get(), 2, email);
+  const double email_ms = MsSince(email_start);
+  ASSERT_EQ(huge.state(), v1::GRAMMAR_STATE_READY) << huge.error().message();
+  v1::Constraint counted;
+  counted.set_json_schema(
+      R"({"type":"string","pattern":"^[^@]*@[^@]+$","maxLength":20000})");
+  const v1::SequenceStatus ready = OpenAndWait(rw.get(), 1, counted);
+  ASSERT_EQ(ready.state(), v1::GRAMMAR_STATE_READY) << ready.error().message();
+  double slowest_ms = 0;
+  for (int chunk = 0; chunk < 20; ++chunk) {
+    std::string text = chunk == 0 ? "\"" : "";
+    text += chunk == 19 ? std::string(998, 'a') + "@b" : std::string(1000, 'a');
+    const auto start = Clock::now();
+    const v1::StepResult result = StepText(rw.get(), chunk + 1, text);
+    slowest_ms = std::max(slowest_ms, MsSince(start));
+    ASSERT_EQ(result.sequences_size(), 1);
+    ASSERT_FALSE(result.sequences(0).has_error())
+        << result.sequences(0).error().message();
+  }
+  const auto start = Clock::now();
+  const v1::StepResult past = StepText(rw.get(), 21, "c");
+  const double ms = MsSince(start);
+  ASSERT_EQ(past.sequences_size(), 1);
+  const v1::Error& error = past.sequences(0).error();
+  EXPECT_EQ(error.code(), grpc::StatusCode::INVALID_ARGUMENT)
+      << error.message();
+  EXPECT_NE(error.message().find("not allowed"), std::string::npos)
+      << error.message();
+  rw->WritesDone();
+  EXPECT_TRUE(rw->Finish().ok());
+  EXPECT_LT(slowest_ms, kBystanderP99Ms) << slowest_ms;
+  ExpectContained(20,
+                  "20,000 characters counted at run time, then one more; an "
+                  "email of at most 100,000,000 (" +
+                      std::to_string(static_cast<int>(email_ms)) +
+                      " ms to compile)",
+                  Describe(error), ms);
+}
+
 // Item 7: a stream that never reads its replies while it keeps opening an
 // id already open: its queue of refusals grew 95 MB/s, never returned. Once
 // cut off, the client reads what was queued before the cut, then the
