@@ -7,6 +7,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -92,6 +93,41 @@ v1::StepResult StepText(Stream* rw, uint64_t step_id, const std::string& text) {
   seq->set_sequence_id(1);
   for (char c : text) seq->add_accepted_tokens(c - 33);
   return StepOf(rw, request);
+}
+
+// Steps `chunks` for sequence 1, each of which must pass and none take the
+// bystander's bound, then `then`, which must fail that sequence alone
+// (INVALID_ARGUMENT, "not allowed"), and ends the stream: the failure and
+// the milliseconds it took.
+std::pair<v1::Error, double> StepsThenRefused(
+    Stream* rw, const std::vector<std::string>& chunks,
+    const std::string& then) {
+  double slowest_ms = 0;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const auto start = Clock::now();
+    const v1::StepResult result = StepText(rw, i + 1, chunks[i]);
+    slowest_ms = std::max(slowest_ms, MsSince(start));
+    if (result.sequences_size() != 1 || result.sequences(0).has_error()) {
+      ADD_FAILURE() << "chunk " << i << ": " << result.DebugString();
+      return {};
+    }
+  }
+  EXPECT_LT(slowest_ms, kBystanderP99Ms) << slowest_ms;
+  const auto start = Clock::now();
+  const v1::StepResult refused = StepText(rw, chunks.size() + 1, then);
+  const double ms = MsSince(start);
+  if (refused.sequences_size() != 1) {
+    ADD_FAILURE() << refused.DebugString();
+    return {};
+  }
+  const v1::Error& error = refused.sequences(0).error();
+  EXPECT_EQ(error.code(), grpc::StatusCode::INVALID_ARGUMENT)
+      << error.message();
+  EXPECT_NE(error.message().find("not allowed"), std::string::npos)
+      << error.message();
+  rw->WritesDone();
+  EXPECT_TRUE(rw->Finish().ok());
+  return {error, ms};
 }
 
 // The lowest token of llama3 the regex [a-z]+ allows ("a").
@@ -201,33 +237,17 @@ TEST_F(DecodeAbuseTest, TenThousandUniqueItemsStayBounded) {
   unique.set_json_schema(R"({"type":"array","uniqueItems":true})");
   const v1::SequenceStatus ready = OpenAndWait(rw.get(), 1, unique);
   ASSERT_EQ(ready.state(), v1::GRAMMAR_STATE_READY) << ready.error().message();
-  double slowest_ms = 0;
+  // Each step reads about 6,000 tokens.
+  std::vector<std::string> chunks;
   for (int chunk = 0; chunk < 10; ++chunk) {
     std::string text = chunk == 0 ? "[true,false,null,0" : "";
     for (int i = chunk * 1000; i < (chunk + 1) * 1000; ++i) {
       const std::string n = std::to_string(i + 1);
       text += i % 2 ? "," + n : ",\"i" + n + "\"";
     }
-    const auto start = Clock::now();
-    const v1::StepResult result = StepText(rw.get(), chunk + 1, text);
-    slowest_ms = std::max(slowest_ms, MsSince(start));
-    ASSERT_EQ(result.sequences_size(), 1);
-    ASSERT_FALSE(result.sequences(0).has_error())
-        << result.sequences(0).error().message();
+    chunks.push_back(text);
   }
-  const auto start = Clock::now();
-  const v1::StepResult repeated = StepText(rw.get(), 11, ",\"i5001\"");
-  const double ms = MsSince(start);
-  ASSERT_EQ(repeated.sequences_size(), 1);
-  const v1::Error& error = repeated.sequences(0).error();
-  EXPECT_EQ(error.code(), grpc::StatusCode::INVALID_ARGUMENT)
-      << error.message();
-  EXPECT_NE(error.message().find("not allowed"), std::string::npos)
-      << error.message();
-  rw->WritesDone();
-  EXPECT_TRUE(rw->Finish().ok());
-  // Each step reads about 6,000 tokens; none may take the bystander's bound.
-  EXPECT_LT(slowest_ms, kBystanderP99Ms) << slowest_ms;
+  const auto [error, ms] = StepsThenRefused(rw.get(), chunks, ",\"i5001\"");
   ExpectContained(18, "10,000 unique items of any value, then one repeated",
                   Describe(error), ms);
 }
@@ -267,29 +287,15 @@ TEST_F(DecodeAbuseTest, AnyOrderObjectsStayBounded) {
       << wide.error().message();
   const v1::SequenceStatus ready = open(1, 64);
   ASSERT_EQ(ready.state(), v1::GRAMMAR_STATE_READY) << ready.error().message();
-  double slowest_ms = 0;
+  std::vector<std::string> chunks;
   for (int chunk = 0; chunk < 8; ++chunk) {
     std::string text = chunk == 0 ? "{" : "";
     for (int i = 63 - chunk * 8; i > 63 - (chunk + 1) * 8; --i) {
       text += (i == 63 ? "\"m" : ",\"m") + std::to_string(i) + "\":1";
     }
-    const auto start = Clock::now();
-    const v1::StepResult result = StepText(rw.get(), chunk + 1, text);
-    slowest_ms = std::max(slowest_ms, MsSince(start));
-    ASSERT_EQ(result.sequences_size(), 1);
-    ASSERT_FALSE(result.sequences(0).has_error())
-        << result.sequences(0).error().message();
+    chunks.push_back(text);
   }
-  const auto start = Clock::now();
-  const v1::StepResult repeated = StepText(rw.get(), 9, ",\"m7\":1");
-  const double ms = MsSince(start);
-  ASSERT_EQ(repeated.sequences_size(), 1);
-  const v1::Error& error = repeated.sequences(0).error();
-  EXPECT_EQ(error.code(), grpc::StatusCode::INVALID_ARGUMENT)
-      << error.message();
-  rw->WritesDone();
-  EXPECT_TRUE(rw->Finish().ok());
-  EXPECT_LT(slowest_ms, kBystanderP99Ms) << slowest_ms;
+  const auto [error, ms] = StepsThenRefused(rw.get(), chunks, ",\"m7\":1");
   ExpectContained(19,
                   "64 members in any order, then one again; 5,000 members (" +
                       std::to_string(static_cast<int>(wide_ms)) +
@@ -320,29 +326,13 @@ TEST_F(DecodeAbuseTest, CountedStringsStayBounded) {
       R"({"type":"string","pattern":"^[^@]*@[^@]+$","maxLength":20000})");
   const v1::SequenceStatus ready = OpenAndWait(rw.get(), 1, counted);
   ASSERT_EQ(ready.state(), v1::GRAMMAR_STATE_READY) << ready.error().message();
-  double slowest_ms = 0;
+  std::vector<std::string> chunks;
   for (int chunk = 0; chunk < 20; ++chunk) {
-    std::string text = chunk == 0 ? "\"" : "";
-    text += chunk == 19 ? std::string(998, 'a') + "@b" : std::string(1000, 'a');
-    const auto start = Clock::now();
-    const v1::StepResult result = StepText(rw.get(), chunk + 1, text);
-    slowest_ms = std::max(slowest_ms, MsSince(start));
-    ASSERT_EQ(result.sequences_size(), 1);
-    ASSERT_FALSE(result.sequences(0).has_error())
-        << result.sequences(0).error().message();
+    chunks.push_back(
+        (chunk == 0 ? "\"" : "") +
+        (chunk == 19 ? std::string(998, 'a') + "@b" : std::string(1000, 'a')));
   }
-  const auto start = Clock::now();
-  const v1::StepResult past = StepText(rw.get(), 21, "c");
-  const double ms = MsSince(start);
-  ASSERT_EQ(past.sequences_size(), 1);
-  const v1::Error& error = past.sequences(0).error();
-  EXPECT_EQ(error.code(), grpc::StatusCode::INVALID_ARGUMENT)
-      << error.message();
-  EXPECT_NE(error.message().find("not allowed"), std::string::npos)
-      << error.message();
-  rw->WritesDone();
-  EXPECT_TRUE(rw->Finish().ok());
-  EXPECT_LT(slowest_ms, kBystanderP99Ms) << slowest_ms;
+  const auto [error, ms] = StepsThenRefused(rw.get(), chunks, "c");
   ExpectContained(20,
                   "20,000 characters counted at run time, then one more; an "
                   "email of at most 100,000,000 (" +
