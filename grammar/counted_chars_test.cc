@@ -105,6 +105,19 @@ bool PatternCanClose(const std::string& text) {
   return r.chars + r.need_at <= kMax;
 }
 
+// A walk's pick that prefers tokens of 8 bytes or more, so that walks run
+// into the bound.
+std::function<int32_t(const std::vector<int32_t>&, int, std::mt19937&)>
+PreferLongTokens(const Vocabulary& vocab) {
+  return [&vocab](const std::vector<int32_t>& allowed, int, std::mt19937& rng) {
+    int32_t pick = allowed[rng() % allowed.size()];
+    for (int32_t id : allowed) {
+      if (vocab.bytes(id).size() >= 8 && rng() % 3 == 0) pick = id;
+    }
+    return pick;
+  };
+}
+
 TEST(CountedChars, LongProductsAreCountedAtRunTime) {
   EXPECT_TRUE(Counts(kCounted));
   EXPECT_TRUE(Counts(R"({"type":"string","format":"email","maxLength":1024})"));
@@ -156,15 +169,7 @@ TEST(CountedChars, MasksMatchADirectReading) {
       walk.walks = 20;
       walk.steps = 30;
       walk.start = start;
-      // Prefer long tokens, so that walks run into the bound.
-      walk.pick = [&](const std::vector<int32_t>& allowed, int,
-                      std::mt19937& rng) {
-        int32_t pick = allowed[rng() % allowed.size()];
-        for (int32_t id : allowed) {
-          if (vocab.bytes(id).size() >= 8 && rng() % 3 == 0) pick = id;
-        }
-        return pick;
-      };
+      walk.pick = PreferLongTokens(vocab);
       testing::WalkAgainstADirectReading(*counted, *plain, walk,
                                          PatternCanClose, start.substr(0, 3));
     }
@@ -186,14 +191,7 @@ TEST(CountedChars, LengthsAloneMatchADirectReading) {
     walk.walks = 20;
     walk.steps = 40;
     walk.start = "\"" + std::string(before, 'a');
-    walk.pick = [&](const std::vector<int32_t>& allowed, int,
-                    std::mt19937& rng) {
-      int32_t pick = allowed[rng() % allowed.size()];
-      for (int32_t id : allowed) {
-        if (vocab.bytes(id).size() >= 8 && rng() % 3 == 0) pick = id;
-      }
-      return pick;
-    };
+    walk.pick = PreferLongTokens(vocab);
     testing::WalkAgainstADirectReading(
         *counted, *plain, walk,
         [](const std::string& text) {
