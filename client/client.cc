@@ -360,11 +360,15 @@ absl::StatusOr<CompileOutcome> Client::Compile(
   request.set_tokenizer(fingerprint_);
   *request.mutable_constraint() = constraint;
   request.set_wait(wait);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + timeout);
   v1::CompileResponse response;
-  const grpc::Status s = stub_->Compile(&context, request, &response);
-  if (!s.ok()) return FromGrpc(s, "Compile");
+  if (absl::Status s = CallRidingOutages("Compile", timeout,
+                                         [&](grpc::ClientContext* context) {
+                                           return stub_->Compile(
+                                               context, request, &response);
+                                         });
+      !s.ok()) {
+    return s;
+  }
   CompileOutcome out;
   out.grammar_id = response.grammar_id();
   switch (response.state()) {
@@ -385,12 +389,16 @@ absl::StatusOr<CompileOutcome> Client::Compile(
 absl::StatusOr<std::vector<TokenizerInfo>> Client::ListTokenizers(
     std::chrono::milliseconds timeout) const {
   if (timeout.count() <= 0) timeout = options_.step_timeout;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + timeout);
   v1::ListTokenizersResponse response;
-  const grpc::Status s =
-      stub_->ListTokenizers(&context, v1::ListTokenizersRequest(), &response);
-  if (!s.ok()) return FromGrpc(s, "ListTokenizers");
+  if (absl::Status s = CallRidingOutages(
+          "ListTokenizers", timeout,
+          [&](grpc::ClientContext* context) {
+            return stub_->ListTokenizers(context, v1::ListTokenizersRequest(),
+                                         &response);
+          });
+      !s.ok()) {
+    return s;
+  }
   std::vector<TokenizerInfo> out;
   for (const v1::Tokenizer& t : response.tokenizers()) {
     out.push_back({t.name(),
@@ -719,6 +727,38 @@ absl::Status Client::WaitAndApplyCpu(const gpu::LogitsView& logits,
 ClientMetrics Client::Metrics() const {
   absl::MutexLock lock(&mu_);
   return metrics_;
+}
+
+absl::Status Client::CallRidingOutages(
+    const char* what, std::chrono::milliseconds timeout,
+    const std::function<grpc::Status(grpc::ClientContext*)>& call) const {
+  const auto start = Clock::now();
+  const auto give_up = start + options_.outage_timeout;
+  auto delay = options_.backoff_initial;
+  for (int attempts = 1;; ++attempts) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + timeout);
+    const grpc::Status s = call(&context);
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE) {
+      return s.ok() ? absl::OkStatus() : FromGrpc(s, what);
+    }
+    if (Clock::now() >= give_up) {
+      return absl::UnavailableError(absl::StrCat(
+          what, ": grammard at ", options_.target,
+          " unreachable: an outage of ",
+          absl::FormatDuration(absl::FromChrono(Clock::now() - start)),
+          " outlasted outage_timeout (", options_.outage_timeout.count(),
+          " ms) after ", attempts,
+          " attempts; last error: ", s.error_message()));
+    }
+    const auto next = std::min(Clock::now() + delay, give_up);
+    if (channel_->GetState(/*try_to_connect=*/true) != GRPC_CHANNEL_READY) {
+      channel_->WaitForConnected(ToSystem(next));
+    } else {
+      std::this_thread::sleep_until(next);
+    }
+    delay = std::min(delay * 2, options_.backoff_max);
+  }
 }
 
 absl::Status Client::Resume() {

@@ -220,7 +220,9 @@ class Client {
   // its own, so that the daemon (and its fleet's cache) has it before a
   // sequence opens with it; with `wait`, until it is ready or failed (or
   // `timeout`, 0: options.step_timeout). Never touches the stream: a step
-  // in flight goes on meanwhile.
+  // in flight goes on meanwhile. Rides out an outage up to
+  // options.outage_timeout (then UNAVAILABLE naming it), as ListTokenizers
+  // does.
   absl::StatusOr<CompileOutcome> Compile(
       const grammard::v1::Constraint& constraint, bool wait,
       std::chrono::milliseconds timeout = {}) const;
@@ -306,6 +308,14 @@ class Client {
   void OnResponse(uint64_t epoch, grammard::v1::DecodeResponse* response);
   void OnEnd(uint64_t epoch);
 
+  // Runs a unary call (`call` sets up nothing but the request), again
+  // while it fails UNAVAILABLE, up to options.outage_timeout: a call made
+  // while the daemon restarts rides it out as a step does. Each attempt
+  // has `timeout`. The daemon's answers are idempotent (compiles are keyed
+  // by content), so a repeated attempt is harmless.
+  absl::Status CallRidingOutages(
+      const char* what, std::chrono::milliseconds timeout,
+      const std::function<grpc::Status(grpc::ClientContext*)>& call) const;
   // Reconnects and replays until it succeeds or outage_timeout passes.
   absl::Status Resume() ABSL_EXCLUSIVE_LOCKS_REQUIRED(call_mu_);
   absl::Status TryResume(Clock::time_point give_up)

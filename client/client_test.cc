@@ -450,6 +450,51 @@ TEST(ClientTest, MasksContinueExactlyAcrossServerRestarts) {
   EXPECT_EQ(fake->accepted_tokens(), static_cast<int64_t>(tokens));
 }
 
+// A compile issued while the daemon restarts (an engine admitting a request
+// then) waits for it as a step would, instead of failing the request.
+TEST(ClientTest, UnaryCallsRideOutARestart) {
+  auto fake = FakeGrammard::Start();
+  ASSERT_NE(fake, nullptr);
+  const int port = fake->port();
+  auto client = MustConnect(Options(*fake));
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(client->Compile(Regex("x"), /*wait=*/true).ok());
+  fake.reset();
+  std::thread restarter([&] {
+    std::this_thread::sleep_for(milliseconds(300));
+    fake = FakeGrammard::Start(port);
+  });
+  auto compiled = client->Compile(Regex("y"), /*wait=*/true);
+  auto listed = client->ListTokenizers();
+  restarter.join();
+  ASSERT_NE(fake, nullptr) << "port " << port << " taken";
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  EXPECT_EQ(compiled->grammar_id, "fake:y");
+  EXPECT_EQ(compiled->state, GrammarState::kReady);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->size(), 1u);
+}
+
+// Past outage_timeout a unary call fails, naming the outage.
+TEST(ClientTest, AUnaryCallGivesUpAfterTheOutageTimeout) {
+  auto fake = FakeGrammard::Start();
+  ASSERT_NE(fake, nullptr);
+  ClientOptions options = Options(*fake);
+  options.outage_timeout = milliseconds(500);
+  auto client = MustConnect(options);
+  ASSERT_NE(client, nullptr);
+  fake.reset();
+  const auto start = std::chrono::steady_clock::now();
+  auto compiled = client->Compile(Regex("y"), /*wait=*/true);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(compiled.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(compiled.status().message().find("outage_timeout (500 ms)"),
+            std::string::npos)
+      << compiled.status();
+  EXPECT_GE(took, milliseconds(500));
+  EXPECT_LT(took, milliseconds(500) + std::chrono::seconds(10));
+}
+
 TEST(ClientTest, AnOutageLongerThanTheDeadlineIsUnavailable) {
   auto fake = FakeGrammard::Start();
   ASSERT_NE(fake, nullptr);

@@ -107,7 +107,8 @@ int32_t grammard_client_close(grammard_client* client, uint64_t sequence_id);
  * failed, or timeout_ms (<= 0: step_timeout_ms). *state receives
  * GRAMMARD_STATE_*; grammar_id (NULL, or 33 bytes or more) the grammar's id,
  * NUL-terminated. A constraint that failed returns its error's code, with
- * last_error saying why. */
+ * last_error saying why. A daemon down or restarting is waited for up to
+ * outage_timeout_ms (then 14, UNAVAILABLE, naming the outage). */
 int32_t grammard_client_compile(grammard_client* client, const void* constraint,
                                 size_t size, int32_t wait, int64_t timeout_ms,
                                 char* grammar_id, size_t grammar_id_capacity,

@@ -255,7 +255,8 @@ class Client:
                 timeout: Optional[float] = None) -> CompileResult:
         """Compiles a constraint ahead of its sequences (a call of its own: a
         step in flight goes on). Raises the grammar's error when it fails
-        (InvalidArgument naming the keyword, ...)."""
+        (InvalidArgument naming the keyword, ...). Rides out a daemon restart
+        up to outage_timeout, as a step does."""
         data = _constraint_bytes(constraint, "compile")
         gid = ctypes.create_string_buffer(65)
         state = ctypes.c_int32()
