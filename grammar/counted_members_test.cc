@@ -21,18 +21,19 @@ namespace grammard::grammar {
 namespace {
 
 // Single bytes of JSON's punctuation, the member names' letters and a
-// digit, plus tokens that end a value and go on (`",`, `"}`), close twice
-// (`}}`, `"}]`) or hold a whole object (`{}`, `{"a":1}`).
+// digit, plus tokens that end a value and go on (`",`, `"}`, and `xx",`
+// after two characters more), close twice (`}}`, `"}]`) or hold a whole
+// object (`{}`, `{"a":1}`).
 std::shared_ptr<const Vocabulary> TestVocab() {
   std::vector<std::string> tokens;
   for (char c : std::string("[]{}\",:abcdefghilnrstuxyz1 ")) {
     tokens.push_back({c});
   }
   for (const char* t :
-       {"\",",      "\"}",       "}}",       "},{",     "{\"",      "\":",
-        "\":\"",    "1,",        "1}",       "\"}]",    "{}",       "[]",
-        "}]",       "{\"a\":1}", ",\"h",     "\"a\":1", "\"b\":\"", "\"c\":{}",
-        "\"d\":[]", "\"e\":1",   "\"f\":\"", "\"g\":\""}) {
+       {"\",",      "\"}",       "}}",       "},{",      "{\"",      "\":",
+        "\":\"",    "1,",        "1}",       "\"}]",     "{}",       "[]",
+        "}]",       "{\"a\":1}", ",\"h",     "\"a\":1",  "\"b\":\"", "\"c\":{}",
+        "\"d\":[]", "\"e\":1",   "\"f\":\"", "\"g\":\"", "xx\","}) {
     tokens.push_back(t);
   }
   tokens.push_back("</s>");
@@ -439,6 +440,78 @@ TEST(OnceMembers, MasksMatchADirectReading) {
           shapes[shape].first);
     }
   }
+}
+
+// A matcher reuses its last real read of the tokens that may check members
+// while its stacks stay the same (a string's steps): along random walks
+// biased to stay in strings and rolled back now and then, every mask must
+// equal that of a fresh matcher that read the same text, in objects
+// counting members in both forms and beside a string counted to its
+// maxLength near the bound.
+TEST(CountedMembers, MasksAlongAWalkEqualAFreshMatchersAtTheSamePlace) {
+  GrammarCompiler compiler(TestVocab());
+  std::string near_bound = Counted(true, false);
+  near_bound.replace(near_bound.find(R"("i":{"type":"string"})"),
+                     std::string(R"("i":{"type":"string"})").size(),
+                     R"("i":{"type":"string","maxLength":300})");
+  struct Case {
+    std::string schema;
+    JsonPropertyOrder order;
+    std::string start;
+  };
+  const std::vector<Case> cases = {
+      {Counted(true, true), JsonPropertyOrder::kAnyRepeatable, "{"},
+      {Counted(true, false), JsonPropertyOrder::kAny, "{"},
+      {near_bound, JsonPropertyOrder::kAny,
+       R"({"a":1,"i":")" + std::string(290, 'x')},
+  };
+  const Vocabulary& vocab = compiler.vocabulary();
+  int compared = 0;
+  for (const Case& c : cases) {
+    auto g = CompileSchema(compiler, c.schema, c.order);
+    ASSERT_TRUE(g.ok()) << g.status();
+    std::mt19937 rng(7);
+    std::vector<uint32_t> row(g->mask_words()), fresh_row(g->mask_words());
+    for (int walk = 0; walk < 20; ++walk) {
+      GrammarMatcher m(*g);
+      std::string text = c.start;
+      ASSERT_TRUE(m.AcceptString(text).ok());
+      std::vector<size_t> sizes;  // of the tokens accepted since
+      for (int step = 0; step < 60 && !m.IsTerminated(); ++step) {
+        m.FillNextTokenMask(row.data());
+        GrammarMatcher fresh(*g);
+        ASSERT_TRUE(fresh.AcceptString(text).ok());
+        fresh.FillNextTokenMask(fresh_row.data());
+        ASSERT_EQ(row, fresh_row) << c.schema << " after " << text;
+        ++compared;
+        std::vector<int32_t> letters, others;
+        for (int32_t id = 0; id < vocab.size(); ++id) {
+          if (!Bit(row, id) || vocab.is_eos(id)) continue;
+          const std::string_view b = vocab.bytes(id);
+          (b.size() == 1 && b[0] >= 'a' && b[0] <= 'z' ? letters : others)
+              .push_back(id);
+        }
+        if (letters.empty() && others.empty()) break;
+        const std::vector<int32_t>& from =
+            others.empty() || (!letters.empty() && rng() % 4 != 0) ? letters
+                                                                   : others;
+        const int32_t pick = from[rng() % from.size()];
+        ASSERT_TRUE(m.AcceptToken(pick).ok());
+        text += vocab.bytes(pick);
+        sizes.push_back(vocab.bytes(pick).size());
+        // Back into a place masked before, with other members counted.
+        if (rng() % 5 == 0 && sizes.size() >= 3) {
+          const int back = 1 + static_cast<int>(rng() % 3);
+          ASSERT_TRUE(m.Rollback(back).ok());
+          for (int k = 0; k < back; ++k) {
+            text.resize(text.size() - sizes.back());
+            sizes.pop_back();
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 2000);
 }
 
 TEST(OnceMembers, EachDeclaredMemberComesOnce) {

@@ -1,7 +1,8 @@
 // The engine benchmark: every workload of ../shared/bench/WORKLOADS.tsv with
 // the llama3 and qwen3 tokenizers, single thread.
 //
-//   bazel run -c opt //grammar:engine_bench [-- --bench_dir=DIR --passes=N]
+//   bazel run -c opt //grammar:engine_bench [-- --bench_dir=DIR --passes=N
+//       --classify_ahead_ms=MS]
 //
 // Each input is fed token by token: at each step the longest vocabulary token
 // that is a prefix of the remaining text and is allowed by the mask. Every
@@ -36,6 +37,9 @@ ABSL_FLAG(int, passes, 3,
           "Times each input is fed; statistics cover all passes.");
 ABSL_FLAG(int, compiles, 3, "Compiles per workload; the median is reported.");
 ABSL_FLAG(std::string, only, "", "Run only this workload.");
+ABSL_FLAG(double, classify_ahead_ms, -1,
+          "CompileOptions::classify_ahead in milliseconds; negative: the "
+          "library's default.");
 
 namespace grammard::grammar {
 namespace {
@@ -67,19 +71,26 @@ struct Workload {
 absl::StatusOr<CompiledGrammar> CompileWorkload(const GrammarCompiler& compiler,
                                                 const Workload& w,
                                                 const std::string& dir) {
-  if (w.kind == "builtin_json") return compiler.CompileEbnf(BuiltinJsonEbnf());
+  CompileOptions options;
+  if (const double ahead = absl::GetFlag(FLAGS_classify_ahead_ms); ahead >= 0) {
+    options.classify_ahead =
+        std::chrono::microseconds(static_cast<int64_t>(ahead * 1000));
+  }
+  if (w.kind == "builtin_json") {
+    return compiler.CompileEbnf(BuiltinJsonEbnf(), "root", options);
+  }
   std::string text = ReadFile(dir + "/" + w.grammar_file);
   if (w.kind == "regex") {
     while (!text.empty() && (text.back() == '\n' || text.back() == '\r'))
       text.pop_back();
-    return compiler.CompileRegex(text);
+    return compiler.CompileRegex(text, options);
   }
-  if (w.kind == "ebnf") return compiler.CompileEbnf(text);
+  if (w.kind == "ebnf") return compiler.CompileEbnf(text, "root", options);
   if (w.kind == "json_schema") {
     // Defaults: strict, any JSON whitespace, members in schema order.
     auto converted = JsonSchemaToGrammar(text);
     if (!converted.ok()) return converted.status();
-    return compiler.Compile(std::move(converted->grammar));
+    return compiler.Compile(std::move(converted->grammar), options);
   }
   return absl::UnimplementedError("unknown workload kind " + w.kind);
 }

@@ -245,6 +245,30 @@ bool GrammarMatcher::InValue(int32_t top) const {
   return false;
 }
 
+bool GrammarMatcher::CheckKey(std::vector<int64_t>* key) const {
+  // Past this many nodes comparing costs more than a typical read.
+  constexpr size_t kMaxKey = 4096;
+  key->clear();
+  const internal::Pda& pda = grammar_.data().pda;
+  if (pda.has_distinct()) return false;
+  const internal::ValueLog& log = stepper_.values();
+  for (const int32_t* it = scan_begin(); it != scan_end(); ++it) {
+    for (int32_t id = *it; id >= 0; id = pool_[id].parent) {
+      const internal::NodeSide& side = log.side(id);
+      key->push_back(pool_[id].state);
+      key->push_back(static_cast<int64_t>(side.members));
+      key->push_back(int64_t{side.chars} << 8 |
+                     static_cast<uint8_t>(side.phase));
+    }
+    key->push_back(INT64_MIN);  // the stack's end
+    if (key->size() > kMaxKey) {
+      key->clear();
+      return false;
+    }
+  }
+  return true;
+}
+
 bool GrammarMatcher::InCheckingFrame(int32_t top) const {
   const internal::Pda& pda = grammar_.data().pda;
   const internal::ValueLog& log = stepper_.values();
@@ -324,12 +348,24 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
       set->TakeFrom(row, grammar_.data().member_checked_bits.data(), words,
                     &reading_);
     }
-    // ReadSorted shares the steps of tokens that share a prefix.
-    std::sort(reading_.begin(), reading_.end(), [&](int32_t a, int32_t b) {
-      return vocab.bytes(a) < vocab.bytes(b);
-    });
-    stepper_.ReadSorted(&pool_, scan_begin(), scan_end(), vocab, reading_,
-                        allow_readable);
+    const bool keyed = CheckKey(&next_check_key_);
+    if (keyed && !check_key_.empty() && next_check_key_ == check_key_) {
+      for (int32_t id : check_allowed_) row[id >> 5] |= 1u << (id & 31);
+    } else {
+      // ReadSorted shares the steps of tokens that share a prefix.
+      std::sort(reading_.begin(), reading_.end(), [&](int32_t a, int32_t b) {
+        return vocab.bytes(a) < vocab.bytes(b);
+      });
+      check_allowed_.clear();
+      stepper_.ReadSorted(
+          &pool_, scan_begin(), scan_end(), vocab, reading_,
+          [&](int32_t id, const internal::Stepper::TokenReach& r) {
+            if (!r.readable()) return;
+            row[id >> 5] |= 1u << (id & 31);
+            check_allowed_.push_back(id);
+          });
+      check_key_.swap(next_check_key_);
+    }
   }
   if (counted_slack_ != INT32_MAX) {
     // Likewise a token long enough to pass a counted string's bound.

@@ -26,6 +26,9 @@
 // allowed token that holds a byte able to end a value (a quote, a digit, a
 // brace): about a microsecond per such token, plus the values' keys
 // compared (base/json_value_key.h); the matcher then also keeps the text.
+// In a frame that counts members (required ones, each once) the tokens that
+// may end it or call a member are read for real likewise, once per set of
+// stacks: the steps of a string inside such an object reuse the first read.
 // Thread-safety: one matcher per sequence, used by one thread at a time;
 // distinct matchers of one CompiledGrammar may run on any threads.
 #ifndef GRAMMARD_GRAMMAR_MATCHER_H_
@@ -150,6 +153,11 @@ class GrammarMatcher {
   // requires (Pda::RequiredMembers) or has counted some its rule may call
   // only once (Pda::CallsOnce).
   bool InCheckingFrame(int32_t top) const;
+  // Every stack top's whole stack, each node's state, counted members and
+  // counted characters, into `key`; false (nothing worth keeping) when the
+  // grammar has distinct rules (their records are not in it) or the stacks
+  // are too many to compare cheaply.
+  bool CheckKey(std::vector<int64_t>* key) const;
 
   struct Read {
     const int32_t* top;  // into scan_
@@ -173,6 +181,12 @@ class GrammarMatcher {
   // token), and the sets of sets_ that may hold such tokens: PlanMask's.
   bool checking_ = false;
   std::vector<const internal::TokenSet*> risky_sets_;
+  // The last real read of checking_'s tokens: the stacks it read them from
+  // (CheckKey) and those it allowed. A string inside a counted object reads
+  // the same tokens from the same stacks at each of its steps, and nothing
+  // else decides them.
+  std::vector<int64_t> check_key_, next_check_key_;
+  std::vector<int32_t> check_allowed_;
   // Tokens longer than this may pass a counted string's bound (Pda::
   // MaxChars) and are read for real: PlanMask's, INT32_MAX when none may.
   int32_t counted_slack_ = INT32_MAX;

@@ -7,6 +7,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "grammar/engine/grammar_data.h"
@@ -392,6 +393,79 @@ std::vector<std::vector<int32_t>> Runs(const LeafWalk& walk) {
     out.push_back(std::move(run));
   }
   return out;
+}
+
+// ReadSorted reads a remainder once for all tokens whose first bytes lead
+// back to the very set it began from (Stepper::ReadSorted): read together,
+// every token must reach what it reaches read alone, from sets along random
+// texts (strings of a repeated byte loop back most).
+TEST(EngineTest, TokensReadTogetherReachWhatEachReachesAlone) {
+  int compared = 0, looping = 0;
+  for (uint32_t seed = 1; seed <= 1000; ++seed) {
+    std::mt19937 rng(seed);
+    GrammarGen gen(seed * 7919);
+    Nfa nfa = BuildNfa(gen.Rules());
+    ASSERT_TRUE(nfa.PruneUnproductive(0).ok());
+    auto pda = nfa.Determinize(0, 10000);
+    ASSERT_TRUE(pda.ok()) << pda.status();
+    auto vocab = RandomVocab(&rng);
+    std::vector<int32_t> ids;
+    for (int32_t id = 0; id < vocab->size(); ++id) {
+      if (vocab->kind(id) == TokenKind::kText) ids.push_back(id);
+    }
+    std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
+      return vocab->bytes(a) < vocab->bytes(b);
+    });
+    StackPool pool;
+    Stepper stepper(*pda);
+    std::vector<int32_t> scan;
+    // From the root, as a matcher reads, or from a state below an unknown
+    // caller, as classifying does (a token may then escape its rule).
+    const int32_t root = seed % 2 ? pool.Add(pda->RuleStart(0), kBottom)
+                                  : pool.Add(rng() % pda->num_states(), kOpen);
+    stepper.Close(&pool, &root, 1, &scan);
+    for (int step = 0; step < 10 && !scan.empty(); ++step) {
+      std::vector<Stepper::TokenReach> together(vocab->size());
+      stepper.ReadSorted(
+          &pool, scan.data(), scan.data() + scan.size(), *vocab, ids,
+          [&](int32_t id, const Stepper::TokenReach& r) { together[id] = r; });
+      for (int32_t id : ids) {
+        Stepper::TokenReach alone{};
+        stepper.ReadSorted(
+            &pool, scan.data(), scan.data() + scan.size(), *vocab, {id},
+            [&](int32_t, const Stepper::TokenReach& r) { alone = r; });
+        const Stepper::TokenReach& t = together[id];
+        ASSERT_EQ(std::make_tuple(t.read_all, t.alive, t.last.bottom,
+                                  t.last.open, t.last.overflow, t.escaped),
+                  std::make_tuple(alone.read_all, alone.alive,
+                                  alone.last.bottom, alone.last.open,
+                                  alone.last.overflow, alone.escaped))
+            << "seed " << seed << " step " << step << " token '"
+            << vocab->bytes(id) << "'";
+        ++compared;
+      }
+      // On along a byte the set may read, back into itself when it can.
+      std::vector<int32_t> next;
+      for (char b : std::string("abcde")) {
+        next.clear();
+        stepper.Step(&pool, scan.data(), scan.data() + scan.size(),
+                     static_cast<uint8_t>(b), &next);
+        if (next == scan) {
+          ++looping;
+          break;
+        }
+      }
+      if (next != scan) {
+        const char b = "abcde"[rng() % 5];
+        next.clear();
+        stepper.Step(&pool, scan.data(), scan.data() + scan.size(),
+                     static_cast<uint8_t>(b), &next);
+      }
+      scan = next;
+    }
+  }
+  EXPECT_GT(compared, 100000);
+  EXPECT_GT(looping, 100);  // sets that read a byte back into themselves
 }
 
 TEST(EngineTest, TokenSetsKeepIdsWhileFewerThanAQuarterOfTheWords) {

@@ -471,7 +471,27 @@ void Stepper::ReadSortedT(
   const size_t mark = pool->size();
   const size_t text_mark = text_.size();
   sorted_sets_.assign(begin, end);
-  sorted_levels_.assign(1, {0, mark, {}, false});
+  sorted_levels_.assign(1, {0, mark, {}, false, false});
+  // A level whose ids are the root's (and nothing escaped on the way) reads
+  // the rest of a token exactly as the root would. Not with distinct
+  // values: the text a value's key is made of is not in the ids.
+  const bool remainders = !(kTracking && pda_->has_distinct());
+  if (!remainders_.empty()) remainders_.clear();
+  // The deepest root level with some of `bytes` left past it, or 0.
+  const auto deepest_root = [&](std::string_view bytes) -> size_t {
+    if (!remainders) return 0;
+    for (size_t d = std::min(sorted_levels_.size(), bytes.size()); d-- > 1;) {
+      if (sorted_levels_[d].root) return d;
+    }
+    return 0;
+  };
+  // The reach of the remainder of `bytes` past it, if read already.
+  const auto known = [&](std::string_view bytes) -> const TokenReach* {
+    const size_t d = deepest_root(bytes);
+    if (d == 0) return nullptr;
+    auto it = remainders_.find(bytes.substr(d));
+    return it == remainders_.end() ? nullptr : &it->second;
+  };
   std::string_view prev;  // the token the levels were computed for
   for (int32_t id : ids) {
     const std::string_view bytes = vocab.bytes(id).substr(offset);
@@ -490,13 +510,14 @@ void Stepper::ReadSortedT(
       sorted_levels_.resize(keep + 1);
     }
     prev = bytes;
+    const TokenReach* reach = known(bytes);
     // Step on while the sets live; a token whose prefix died stops there.
-    while (sorted_levels_.size() <= bytes.size() &&
+    while (reach == nullptr && sorted_levels_.size() <= bytes.size() &&
            sorted_levels_.back().sets_begin < sorted_sets_.size()) {
       const size_t from = sorted_levels_.back().sets_begin;
       const size_t from_end = sorted_sets_.size();
       SortedLevel level{
-          from_end, pool->size(), {}, sorted_levels_.back().escaped};
+          from_end, pool->size(), {}, sorted_levels_.back().escaped, false};
       step_out_.clear();
       const size_t at = sorted_levels_.size() - 1;
       if constexpr (kTracking) text_.push_back(bytes[at]);
@@ -504,14 +525,26 @@ void Stepper::ReadSortedT(
           pool, sorted_sets_.data() + from, sorted_sets_.data() + from_end,
           static_cast<uint8_t>(bytes[at]), &step_out_);
       level.escaped |= level.flags.open;
+      level.root = remainders && !level.escaped &&
+                   step_out_.size() == static_cast<size_t>(end - begin) &&
+                   std::equal(step_out_.begin(), step_out_.end(), begin);
       sorted_sets_.insert(sorted_sets_.end(), step_out_.begin(),
                           step_out_.end());
       sorted_levels_.push_back(level);
+      if (level.root) reach = known(bytes);
+    }
+    if (reach != nullptr) {
+      visit(id, *reach);
+      continue;
     }
     const SortedLevel& last = sorted_levels_.back();
-    visit(id,
-          {sorted_levels_.size() - 1 == bytes.size(),
-           last.sets_begin < sorted_sets_.size(), last.flags, last.escaped});
+    const TokenReach read{sorted_levels_.size() - 1 == bytes.size(),
+                          last.sets_begin < sorted_sets_.size(), last.flags,
+                          last.escaped};
+    visit(id, read);
+    if (const size_t d = deepest_root(bytes); d != 0) {
+      remainders_.emplace(bytes.substr(d), read);
+    }
   }
   if constexpr (kTracking) {
     Truncate(pool, mark, text_mark);

@@ -285,7 +285,10 @@ class Stepper {
   // Reads each of `ids`, but for its first `offset` bytes, from the scan
   // set [begin, end) and calls visit(id, reach), in `ids`' order. Those bytes
   // (in `vocab`) must come in ascending order so that tokens sharing a prefix
-  // share its steps. Leaves the pool as it found it.
+  // share its steps. A token whose first bytes read the set back into the
+  // very ids it began with (a string's characters) ends as its remainder
+  // would from there, so equal remainders are read once. Leaves the pool as
+  // it found it.
   void ReadSorted(StackPool* pool, const int32_t* begin, const int32_t* end,
                   const Vocabulary& vocab, const std::vector<int32_t>& ids,
                   const std::function<void(int32_t, const TokenReach&)>& visit,
@@ -374,9 +377,13 @@ class Stepper {
     size_t pool_size;   // before the level's step
     CloseFlags flags;   // what the step reached besides scan nodes
     bool escaped;       // some step up to this one reached kOpen
+    bool root;          // the very ids ReadSorted began from
   };
   std::vector<SortedLevel> sorted_levels_;
   std::vector<int32_t> sorted_sets_;
+  // ReadSorted's reaches of token remainders read from the sets it began
+  // with (see ReadSortedT).
+  std::unordered_map<std::string_view, TokenReach> remainders_;
 };
 
 }  // namespace grammard::grammar::internal

@@ -98,8 +98,9 @@ ABSL_FLAG(double, deadline_s, 10,
           "Deadline in seconds for converting and compiling one schema.");
 ABSL_FLAG(std::string, cases_out, "",
           "Also write one line per case to this file: split, file, outcome, "
-          "conversion, compile and TTFM microseconds, tab-separated (to "
-          "find which schemas make a percentile).");
+          "conversion, compile and TTFM microseconds, masks and their summed "
+          "microseconds, tab-separated (to find which schemas make a "
+          "percentile or the mean).");
 ABSL_FLAG(bool, cpu_time, false,
           "Also take each mask's thread CPU time (tbm_cpu_max_us, slowest "
           "masks by it); the clock's system calls slow small masks a little.");
@@ -427,7 +428,8 @@ int Run() {
       return 1;
     }
     std::fprintf(cases_out,
-                 "split\tfile\toutcome\tconvert_us\tcompile_us\tttfm_us\n");
+                 "split\tfile\toutcome\tconvert_us\tcompile_us\tttfm_us\t"
+                 "masks\tmasks_us\n");
   }
   std::vector<std::pair<double, std::string>> compiles;    // (ms, file)
   std::vector<std::pair<double, std::string>> slow_masks;  // (us, file)
@@ -463,10 +465,12 @@ int Run() {
       if (cases_out != nullptr) {
         static constexpr const char* kOutcomes[] = {
             "passing", "compile_error", "validation_error", "failing"};
-        std::fprintf(cases_out, "%s\t%s\t%s\t%.0f\t%.0f\t%.0f\n",
+        double masks_us = 0;
+        for (float v : r.tbm_us) masks_us += v;
+        std::fprintf(cases_out, "%s\t%s\t%s\t%.0f\t%.0f\t%.0f\t%zu\t%.0f\n",
                      r.split.c_str(), r.file.c_str(),
                      kOutcomes[static_cast<int>(r.outcome)], r.convert_us,
-                     r.compile_us, r.ttfm_us);
+                     r.compile_us, r.ttfm_us, r.tbm_us.size(), masks_us);
       }
       char conversion[64];
       std::snprintf(conversion, sizeof(conversion), " (conversion %.1f ms)",
