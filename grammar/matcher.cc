@@ -370,7 +370,7 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
   if (counted_slack_ != INT32_MAX) {
     // Likewise a token long enough to pass a counted string's bound.
     reading_.clear();
-    for (int32_t id : grammar_.data().longest_first) {
+    for (int32_t id : grammar_.data().index->longest_first()) {
       if (static_cast<int32_t>(vocab.bytes(id).size()) <= counted_slack_) {
         break;
       }

@@ -357,16 +357,4 @@ std::vector<uint32_t> TokensThatMayCheckMembers(const Pda& pda,
   return bits;
 }
 
-std::vector<int32_t> TokensLongestFirst(const Pda& pda,
-                                        const TokenIndex& index) {
-  if (!pda.has_counted_chars()) return {};
-  std::vector<int32_t> ids(index.size());
-  for (int32_t i = 0; i < index.size(); ++i) ids[i] = index.id(i);
-  const Vocabulary& vocab = index.vocab();
-  std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
-    return vocab.bytes(a).size() > vocab.bytes(b).size();
-  });
-  return ids;
-}
-
 }  // namespace grammard::grammar::internal

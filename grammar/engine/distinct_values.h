@@ -65,13 +65,6 @@ absl::Status CheckRequiredMembersEndOnBytes(const Pda& pda);
 std::vector<uint32_t> TokensThatMayCheckMembers(const Pda& pda,
                                                 const TokenIndex& index);
 
-// Characters counted (Pda::MaxChars): the ids of the vocabulary's tokens,
-// longest first, where a counted rule exists (else empty). Near a string's
-// bound only tokens longer than its slack can pass it (Pda::MaxCharJump),
-// so a matcher reads for real a prefix of this list. O(vocabulary log).
-std::vector<int32_t> TokensLongestFirst(const Pda& pda,
-                                        const TokenIndex& index);
-
 }  // namespace grammard::grammar::internal
 
 #endif  // GRAMMARD_GRAMMAR_ENGINE_DISTINCT_VALUES_H_

@@ -28,8 +28,7 @@ struct GrammarData {
         pda(std::move(pda_in)),
         table(pda, *index),
         value_ending_tokens(TokensThatMayEndValues(pda, *index)),
-        member_checked_bits(TokensThatMayCheckMembers(pda, *index)),
-        longest_first(TokensLongestFirst(pda, *index)) {}
+        member_checked_bits(TokensThatMayCheckMembers(pda, *index)) {}
 
   std::shared_ptr<const TokenIndex> index;
   Pda pda;
@@ -41,8 +40,6 @@ struct GrammarData {
   // With counted members, the tokens a matcher reads for real where a frame
   // lacks some or has counted some (distinct_values.h), a bit per id.
   std::vector<uint32_t> member_checked_bits;
-  // With counted characters, the tokens longest first (distinct_values.h).
-  std::vector<int32_t> longest_first;
 };
 
 // The data of a grammar just compiled: states grouped, none classified yet.

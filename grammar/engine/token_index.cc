@@ -20,6 +20,11 @@ TokenIndex::TokenIndex(std::shared_ptr<const Vocabulary> vocab)
     std::string_view x = vocab_->bytes(a), y = vocab_->bytes(b);
     return x != y ? x < y : a < b;
   });
+  longest_first_ = ids_;
+  std::stable_sort(longest_first_.begin(), longest_first_.end(),
+                   [&](int32_t a, int32_t b) {
+                     return vocab_->bytes(a).size() > vocab_->bytes(b).size();
+                   });
   lcp_.assign(ids_.size(), 0);
   for (size_t i = 1; i < ids_.size(); ++i) {
     std::string_view x = vocab_->bytes(ids_[i - 1]), y = vocab_->bytes(ids_[i]);

@@ -51,6 +51,10 @@ class TokenIndex {
   int32_t LongestPrefix(std::string_view text) const;
   // The ids of every token here, one bit per id of the vocabulary.
   const std::vector<uint32_t>& all_bits() const { return all_bits_; }
+  // The ids of the tokens here, longest first (ties in byte order): near a
+  // counted string's bound only tokens longer than its slack can pass it,
+  // so a matcher reads for real a prefix of this list (distinct_values.h).
+  const std::vector<int32_t>& longest_first() const { return longest_first_; }
 
   // Shared by every grammar of this vocabulary (see leaf_tokens.h).
   LeafCache* leaf_cache() const { return leaf_cache_.get(); }
@@ -81,6 +85,7 @@ class TokenIndex {
   std::shared_ptr<const Vocabulary> vocab_;
   std::vector<int32_t> ids_;
   std::vector<uint32_t> all_bits_;
+  std::vector<int32_t> longest_first_;
   std::vector<int32_t> lcp_;
   std::vector<uint8_t> node_byte_;
   std::vector<uint16_t> node_depth_;
