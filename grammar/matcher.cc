@@ -352,12 +352,13 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
     if (keyed && !check_key_.empty() && next_check_key_ == check_key_) {
       for (int32_t id : check_allowed_) row[id >> 5] |= 1u << (id & 31);
     } else {
-      // ReadSorted shares the steps of tokens that share a prefix.
+      // ReadSorted shares the steps of tokens that share a prefix (and here
+      // of those that share a remainder past a string's characters).
       std::sort(reading_.begin(), reading_.end(), [&](int32_t a, int32_t b) {
         return vocab.bytes(a) < vocab.bytes(b);
       });
       check_allowed_.clear();
-      stepper_.ReadSorted(
+      stepper_.ReadSortedSharingRemainders(
           &pool_, scan_begin(), scan_end(), vocab, reading_,
           [&](int32_t id, const internal::Stepper::TokenReach& r) {
             if (!r.readable()) return;

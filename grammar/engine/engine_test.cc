@@ -395,8 +395,8 @@ std::vector<std::vector<int32_t>> Runs(const LeafWalk& walk) {
   return out;
 }
 
-// ReadSorted reads a remainder once for all tokens whose first bytes lead
-// back to the very set it began from (Stepper::ReadSorted): read together,
+// ReadSortedSharingRemainders reads a remainder once for all tokens whose
+// first bytes lead back to the very set it began from: read together,
 // every token must reach what it reaches read alone, from sets along random
 // texts (strings of a repeated byte loop back most).
 TEST(EngineTest, TokensReadTogetherReachWhatEachReachesAlone) {
@@ -426,7 +426,7 @@ TEST(EngineTest, TokensReadTogetherReachWhatEachReachesAlone) {
     stepper.Close(&pool, &root, 1, &scan);
     for (int step = 0; step < 10 && !scan.empty(); ++step) {
       std::vector<Stepper::TokenReach> together(vocab->size());
-      stepper.ReadSorted(
+      stepper.ReadSortedSharingRemainders(
           &pool, scan.data(), scan.data() + scan.size(), *vocab, ids,
           [&](int32_t id, const Stepper::TokenReach& r) { together[id] = r; });
       for (int32_t id : ids) {

@@ -456,13 +456,28 @@ void Stepper::ReadSorted(
     const std::function<void(int32_t, const TokenReach&)>& visit,
     size_t offset) {
   if (tracking_) {
-    ReadSortedT<true>(pool, begin, end, vocab, ids, visit, offset);
+    ReadSortedT<true, false>(pool, begin, end, vocab, ids, visit, offset);
   } else {
-    ReadSortedT<false>(pool, begin, end, vocab, ids, visit, offset);
+    ReadSortedT<false, false>(pool, begin, end, vocab, ids, visit, offset);
   }
 }
 
-template <bool kTracking>
+void Stepper::ReadSortedSharingRemainders(
+    StackPool* pool, const int32_t* begin, const int32_t* end,
+    const Vocabulary& vocab, const std::vector<int32_t>& ids,
+    const std::function<void(int32_t, const TokenReach&)>& visit) {
+  if (tracking_) {
+    if (pda_->has_distinct()) {
+      ReadSortedT<true, false>(pool, begin, end, vocab, ids, visit, 0);
+    } else {
+      ReadSortedT<true, true>(pool, begin, end, vocab, ids, visit, 0);
+    }
+  } else {
+    ReadSortedT<false, true>(pool, begin, end, vocab, ids, visit, 0);
+  }
+}
+
+template <bool kTracking, bool kRemainders>
 void Stepper::ReadSortedT(
     StackPool* pool, const int32_t* begin, const int32_t* end,
     const Vocabulary& vocab, const std::vector<int32_t>& ids,
@@ -473,13 +488,11 @@ void Stepper::ReadSortedT(
   sorted_sets_.assign(begin, end);
   sorted_levels_.assign(1, {0, mark, {}, false, false});
   // A level whose ids are the root's (and nothing escaped on the way) reads
-  // the rest of a token exactly as the root would. Not with distinct
-  // values: the text a value's key is made of is not in the ids.
-  const bool remainders = !(kTracking && pda_->has_distinct());
-  if (!remainders_.empty()) remainders_.clear();
+  // the rest of a token exactly as the root would.
+  if (kRemainders) remainders_.clear();
   // The deepest root level with some of `bytes` left past it, or 0.
   const auto deepest_root = [&](std::string_view bytes) -> size_t {
-    if (!remainders) return 0;
+    if (!kRemainders) return 0;
     for (size_t d = std::min(sorted_levels_.size(), bytes.size()); d-- > 1;) {
       if (sorted_levels_[d].root) return d;
     }
@@ -525,7 +538,7 @@ void Stepper::ReadSortedT(
           pool, sorted_sets_.data() + from, sorted_sets_.data() + from_end,
           static_cast<uint8_t>(bytes[at]), &step_out_);
       level.escaped |= level.flags.open;
-      level.root = remainders && !level.escaped &&
+      level.root = kRemainders && !level.escaped &&
                    step_out_.size() == static_cast<size_t>(end - begin) &&
                    std::equal(step_out_.begin(), step_out_.end(), begin);
       sorted_sets_.insert(sorted_sets_.end(), step_out_.begin(),

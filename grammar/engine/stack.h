@@ -285,14 +285,21 @@ class Stepper {
   // Reads each of `ids`, but for its first `offset` bytes, from the scan
   // set [begin, end) and calls visit(id, reach), in `ids`' order. Those bytes
   // (in `vocab`) must come in ascending order so that tokens sharing a prefix
-  // share its steps. A token whose first bytes read the set back into the
-  // very ids it began with (a string's characters) ends as its remainder
-  // would from there, so equal remainders are read once. Leaves the pool as
-  // it found it.
+  // share its steps. Leaves the pool as it found it.
   void ReadSorted(StackPool* pool, const int32_t* begin, const int32_t* end,
                   const Vocabulary& vocab, const std::vector<int32_t>& ids,
                   const std::function<void(int32_t, const TokenReach&)>& visit,
                   size_t offset = 0);
+  // ReadSorted, but a token whose first bytes read the set back into the
+  // very ids it began with (a string's characters) ends as its remainder
+  // would from there, so equal remainders are read once: for many tokens
+  // that end a string the same way (`x",`). Not for distinct rules (the
+  // values' keys hold text that is not in the ids). Costs a comparison of
+  // sets per step, so small reads (classifying) do without it.
+  void ReadSortedSharingRemainders(
+      StackPool* pool, const int32_t* begin, const int32_t* end,
+      const Vocabulary& vocab, const std::vector<int32_t>& ids,
+      const std::function<void(int32_t, const TokenReach&)>& visit);
 
  private:
   // Appends the closure of `seed` when it is a plain chain (see ChainMemo),
@@ -306,7 +313,7 @@ class Stepper {
   template <bool kTracking>
   CloseFlags CloseT(StackPool* pool, const int32_t* seeds, size_t n,
                     std::vector<int32_t>* scan);
-  template <bool kTracking>
+  template <bool kTracking, bool kRemainders>
   void ReadSortedT(StackPool* pool, const int32_t* begin, const int32_t* end,
                    const Vocabulary& vocab, const std::vector<int32_t>& ids,
                    const std::function<void(int32_t, const TokenReach&)>& visit,
