@@ -729,6 +729,20 @@ ClientMetrics Client::Metrics() const {
   return metrics_;
 }
 
+void Client::WaitToRetry(Clock::time_point give_up,
+                         std::chrono::milliseconds* delay) const {
+  const auto next = std::min(Clock::now() + *delay, give_up);
+  // Return as soon as the channel connects rather than sleeping the whole
+  // delay; a channel already connected (the daemon answers but refused the
+  // call) waits it out.
+  if (channel_->GetState(/*try_to_connect=*/true) != GRPC_CHANNEL_READY) {
+    channel_->WaitForConnected(ToSystem(next));
+  } else {
+    std::this_thread::sleep_until(next);
+  }
+  *delay = std::min(*delay * 2, options_.backoff_max);
+}
+
 absl::Status Client::CallRidingOutages(
     const char* what, std::chrono::milliseconds timeout,
     const std::function<grpc::Status(grpc::ClientContext*)>& call) const {
@@ -751,13 +765,7 @@ absl::Status Client::CallRidingOutages(
           " ms) after ", attempts,
           " attempts; last error: ", s.error_message()));
     }
-    const auto next = std::min(Clock::now() + delay, give_up);
-    if (channel_->GetState(/*try_to_connect=*/true) != GRPC_CHANNEL_READY) {
-      channel_->WaitForConnected(ToSystem(next));
-    } else {
-      std::this_thread::sleep_until(next);
-    }
-    delay = std::min(delay * 2, options_.backoff_max);
+    WaitToRetry(give_up, &delay);
   }
 }
 
@@ -783,16 +791,7 @@ absl::Status Client::Resume() {
     }
     last_error = std::string(s.message());
     if (Clock::now() >= give_up) break;
-    const auto next = std::min(Clock::now() + delay, give_up);
-    // Return as soon as the channel connects rather than sleeping the whole
-    // delay; a channel already connected (the daemon answers but refused
-    // the stream) waits it out.
-    if (channel_->GetState(/*try_to_connect=*/true) != GRPC_CHANNEL_READY) {
-      channel_->WaitForConnected(ToSystem(next));
-    } else {
-      std::this_thread::sleep_until(next);
-    }
-    delay = std::min(delay * 2, options_.backoff_max);
+    WaitToRetry(give_up, &delay);
   }
   {
     absl::MutexLock lock(&mu_);

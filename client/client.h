@@ -316,6 +316,11 @@ class Client {
   absl::Status CallRidingOutages(
       const char* what, std::chrono::milliseconds timeout,
       const std::function<grpc::Status(grpc::ClientContext*)>& call) const;
+  // The backoff before another attempt: `*delay` (then doubled, up to
+  // options.backoff_max), cut short when the channel connects or
+  // `give_up` comes.
+  void WaitToRetry(Clock::time_point give_up,
+                   std::chrono::milliseconds* delay) const;
   // Reconnects and replays until it succeeds or outage_timeout passes.
   absl::Status Resume() ABSL_EXCLUSIVE_LOCKS_REQUIRED(call_mu_);
   absl::Status TryResume(Clock::time_point give_up)
