@@ -729,6 +729,17 @@ ClientMetrics Client::Metrics() const {
   return metrics_;
 }
 
+absl::Status Client::OutageError(absl::string_view prefix,
+                                 Clock::time_point start,
+                                 absl::string_view attempts,
+                                 absl::string_view last_error) const {
+  return absl::UnavailableError(absl::StrCat(
+      prefix, "grammard at ", options_.target, " unreachable: an outage of ",
+      absl::FormatDuration(absl::FromChrono(Clock::now() - start)),
+      " outlasted outage_timeout (", options_.outage_timeout.count(),
+      " ms) after ", attempts, "; last error: ", last_error));
+}
+
 void Client::WaitToRetry(Clock::time_point give_up,
                          std::chrono::milliseconds* delay) const {
   const auto next = std::min(Clock::now() + *delay, give_up);
@@ -757,13 +768,9 @@ absl::Status Client::CallRidingOutages(
       return s.ok() ? absl::OkStatus() : FromGrpc(s, what);
     }
     if (Clock::now() >= give_up) {
-      return absl::UnavailableError(absl::StrCat(
-          what, ": grammard at ", options_.target,
-          " unreachable: an outage of ",
-          absl::FormatDuration(absl::FromChrono(Clock::now() - start)),
-          " outlasted outage_timeout (", options_.outage_timeout.count(),
-          " ms) after ", attempts,
-          " attempts; last error: ", s.error_message()));
+      return OutageError(absl::StrCat(what, ": "), start,
+                         absl::StrCat(attempts, " attempts"),
+                         s.error_message());
     }
     WaitToRetry(give_up, &delay);
   }
@@ -802,12 +809,8 @@ absl::Status Client::Resume() {
   // The step in flight is abandoned (its tokens were never acknowledged);
   // the engine may submit again, which reconnects afresh.
   pending_.reset();
-  return absl::UnavailableError(absl::StrCat(
-      "grammard at ", options_.target, " unreachable: an outage of ",
-      absl::FormatDuration(absl::FromChrono(Clock::now() - start)),
-      " outlasted outage_timeout (", options_.outage_timeout.count(),
-      " ms) after ", attempts,
-      " reconnection attempts; last error: ", last_error));
+  return OutageError(
+      "", start, absl::StrCat(attempts, " reconnection attempts"), last_error);
 }
 
 absl::Status Client::TryResume(Clock::time_point give_up) {

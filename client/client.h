@@ -62,6 +62,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "client/client_metrics.h"
@@ -316,6 +317,12 @@ class Client {
   absl::Status CallRidingOutages(
       const char* what, std::chrono::milliseconds timeout,
       const std::function<grpc::Status(grpc::ClientContext*)>& call) const;
+  // UNAVAILABLE for an outage that began at `start` and outlasted
+  // options.outage_timeout: `prefix`, then how long, `attempts` ("3
+  // attempts") and the last error.
+  absl::Status OutageError(absl::string_view prefix, Clock::time_point start,
+                           absl::string_view attempts,
+                           absl::string_view last_error) const;
   // The backoff before another attempt: `*delay` (then doubled, up to
   // options.backoff_max), cut short when the channel connects or
   // `give_up` comes.
