@@ -259,12 +259,12 @@ bool GrammarMatcher::CheckKey(std::vector<int64_t>* key) const {
       key->push_back(static_cast<int64_t>(side.members));
       key->push_back(int64_t{side.chars} << 8 |
                      static_cast<uint8_t>(side.phase));
+      if (key->size() > kMaxKey) {
+        key->clear();
+        return false;
+      }
     }
     key->push_back(INT64_MIN);  // the stack's end
-    if (key->size() > kMaxKey) {
-      key->clear();
-      return false;
-    }
   }
   return true;
 }
