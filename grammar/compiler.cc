@@ -303,10 +303,15 @@ std::vector<bool> AbsorbedRules(const Grammar& g,
   // the end, bit 2: at the end).
   std::vector<size_t> seen_in(g.exprs.size(), n);
   std::vector<uint8_t> seen(g.exprs.size(), 0);
+  // Deadline checks count steps, not rules: one rule's walk through the
+  // rules copied into it may be a whole chain.
+  uint64_t steps = 0;
   for (size_t r = 0; r < n; ++r) {
-    if (r % 64 == 0 && deadline.Passed()) return std::vector<bool>(n, false);
     std::vector<std::pair<int32_t, bool>> stack = {{g.rules[r].body, true}};
     while (!stack.empty()) {
+      if (++steps % 1024 == 0 && deadline.Passed()) {
+        return std::vector<bool>(n, false);
+      }
       const auto [e, end] = stack.back();
       stack.pop_back();
       if (seen_in[e] != r) {
@@ -371,10 +376,12 @@ std::vector<bool> AbsorbedRules(const Grammar& g,
     mark.assign(n, -1);
     twice.assign(n, false);
     for (size_t r = 0; r < n; ++r) {
-      if (r % 64 == 0 && deadline.Passed()) return std::vector<bool>(n, false);
       if (absorbed[r]) continue;
       work.assign(at_end[r].begin(), at_end[r].end());
       while (!work.empty()) {
+        if (++steps % 1024 == 0 && deadline.Passed()) {
+          return std::vector<bool>(n, false);
+        }
         const int32_t t = work.back();
         work.pop_back();
         if (!absorbed[t] || mark[t] == static_cast<int32_t>(r)) continue;
@@ -745,7 +752,7 @@ const Vocabulary& GrammarCompiler::vocabulary() const {
 absl::StatusOr<CompiledGrammar> GrammarCompiler::CompileEbnf(
     std::string_view ebnf, std::string_view root_rule,
     const CompileOptions& options) const {
-  auto g = ParseEbnf(ebnf, root_rule);
+  auto g = ParseEbnf(ebnf, root_rule, GrammarLimits(), options.deadline);
   if (!g.ok()) return g.status();
   return Compile(*std::move(g), options);
 }

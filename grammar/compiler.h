@@ -43,7 +43,8 @@ struct CompileOptions {
   // once unreachable rules are dropped; past it ResourceExhausted.
   uint64_t max_grammar_exprs = uint64_t{1} << 20;
   // Once this passes (its time, or its flag raised) compiling stops with
-  // DeadlineExceeded (checked between passes and every 64 automaton
+  // DeadlineExceeded (checked while parsing EBNF, inside the passes that
+  // walk rules, and every 64 automaton
   // states, so it overruns by at most their work).
   Deadline deadline{};
   // How long compiling may spend classifying tokens ahead of any matcher

@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -17,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "grammar/engine/grammar_data.h"
 #include "grammar/engine/leaf_tokens.h"
 #include "grammar/frontends/ebnf/ebnf_parser.h"
@@ -826,6 +828,26 @@ TEST(CompilerTest, ErrorsNameTheProblem) {
   auto big = compiler.CompileRegex("[ab]*a[ab]{12}", {500});
   ASSERT_FALSE(big.ok());
   EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+// A compile cancelled before it starts stops in its first stage, parsing:
+// a 40,000-rule grammar took 45 ms to parse (1.4 s under tsan) before
+// anything looked at the deadline, and a server shutting down waited for it.
+TEST(CompilerTest, ACancelledCompileStopsWhileParsing) {
+  auto vocab = *Vocabulary::FromTokens({"a", "</s>"}, {1}, {1}, {});
+  GrammarCompiler compiler(vocab);
+  std::string chain = "root ::= r0\n";
+  for (int i = 0; i < 40000; ++i) {
+    absl::StrAppend(&chain, "r", i, " ::= r", i + 1, "\n");
+  }
+  absl::StrAppend(&chain, "r40000 ::= \"a\"\n");
+  std::atomic<bool> cancel{true};
+  CompileOptions options;
+  options.deadline = Deadline(Deadline::Clock::time_point::max(), &cancel);
+  auto cancelled = compiler.CompileEbnf(chain, "root", options);
+  EXPECT_EQ(cancelled.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(cancelled.status().message().find("parsing"), std::string::npos)
+      << cancelled.status();
 }
 
 // Front ends hand over grammars as built; Compile is where they are

@@ -42,8 +42,9 @@ enum class EscapeContext { kString, kClass, kByteClass };
 
 class EbnfParser {
  public:
-  EbnfParser(std::string_view text, const GrammarLimits& limits)
-      : text_(text), limits_(limits) {
+  EbnfParser(std::string_view text, const GrammarLimits& limits,
+             const Deadline& deadline)
+      : text_(text), limits_(limits), deadline_(deadline) {
     // Editors on some systems start UTF-8 files with a byte order mark.
     if (text_.substr(0, 3) == "\xEF\xBB\xBF") text_.remove_prefix(3);
   }
@@ -54,7 +55,11 @@ class EbnfParser {
       return Error(bad_offset, "invalid UTF-8 in the grammar text");
     }
     SkipSpace();
-    while (pos_ < text_.size()) {
+    for (int rules = 0; pos_ < text_.size(); ++rules) {
+      if (rules % 16 == 0 && deadline_.Passed()) {
+        return absl::DeadlineExceededError(
+            "parsing the grammar took longer than its deadline");
+      }
       GRAMMARD_RETURN_IF_ERROR(ParseRule());
     }
     GRAMMARD_RETURN_IF_ERROR(ResolveReferences());
@@ -606,6 +611,7 @@ class EbnfParser {
 
   std::string_view text_;
   const GrammarLimits& limits_;
+  const Deadline deadline_;
   size_t pos_ = 0;
   Grammar grammar_;
   std::map<std::string, size_t, std::less<>> rule_offsets_;
@@ -617,13 +623,14 @@ class EbnfParser {
 
 absl::StatusOr<Grammar> ParseEbnf(std::string_view text,
                                   std::string_view root_rule) {
-  return ParseEbnf(text, root_rule, GrammarLimits());
+  return ParseEbnf(text, root_rule, GrammarLimits(), Deadline());
 }
 
 absl::StatusOr<Grammar> ParseEbnf(std::string_view text,
                                   std::string_view root_rule,
-                                  const GrammarLimits& limits) {
-  return EbnfParser(text, limits).Parse(root_rule);
+                                  const GrammarLimits& limits,
+                                  const Deadline& deadline) {
+  return EbnfParser(text, limits, deadline).Parse(root_rule);
 }
 
 }  // namespace grammard::grammar

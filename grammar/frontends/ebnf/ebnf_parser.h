@@ -50,15 +50,19 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "grammar/base/deadline.h"
 #include "grammar/ir/grammar_ir.h"
 
 namespace grammard::grammar {
 
 absl::StatusOr<Grammar> ParseEbnf(std::string_view text,
                                   std::string_view root_rule = "root");
+// Once `deadline` passes (checked every few rules), DeadlineExceeded: a
+// compile being cancelled need not wait for a long text to be read.
 absl::StatusOr<Grammar> ParseEbnf(std::string_view text,
                                   std::string_view root_rule,
-                                  const GrammarLimits& limits);
+                                  const GrammarLimits& limits,
+                                  const Deadline& deadline = {});
 
 }  // namespace grammard::grammar
 
