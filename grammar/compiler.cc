@@ -86,7 +86,7 @@ std::vector<bool> KeptAsCalls(const Grammar& g) {
     return g.rules[r].distinct || g.rules[r].member_bit >= 0;
   };
   for (size_t r = 0; r < g.rules.size(); ++r) {
-    if (reported(r) || g.rules[r].required_members != 0 ||
+    if (reported(r) || !g.rules[r].required_members.empty() ||
         g.rules[r].max_chars >= 0) {
       kept[r] = true;
     }
@@ -804,8 +804,8 @@ absl::StatusOr<CompiledGrammar> GrammarCompiler::Compile(
       distinct[r] = g.rules[r].distinct;
     }
     pda->MarkDistinct(distinct);
-    std::vector<int8_t> member_bit(g.rules.size(), -1);
-    std::vector<uint64_t> required(g.rules.size(), 0);
+    std::vector<int16_t> member_bit(g.rules.size(), -1);
+    std::vector<MemberSet> required(g.rules.size());
     std::vector<uint8_t> once(g.rules.size(), 0);
     for (size_t r = 0; r < g.rules.size(); ++r) {
       member_bit[r] = g.rules[r].member_bit;

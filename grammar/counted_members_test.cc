@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "grammar/base/member_set.h"
 #include "grammar/compiler.h"
 #include "grammar/frontends/json_schema/json_schema.h"
 #include "grammar/matcher.h"
@@ -303,7 +304,7 @@ TEST(RequiredMembers, TheCompilerRefusesARuleThatMayEndAfterACall) {
   g.root = g.AddRule(
       "root", g.AddSequence({g.AddBytes("{"), g.AddRepeat(g.AddRuleRef(member),
                                                           1, kUnbounded)}));
-  g.rules[g.root].required_members = 1;
+  g.rules[g.root].required_members.Add(0);
   auto compiled = compiler.Compile(g);
   ASSERT_FALSE(compiled.ok());
   EXPECT_NE(compiled.status().message().find("requires members"),
@@ -311,29 +312,49 @@ TEST(RequiredMembers, TheCompilerRefusesARuleThatMayEndAfterACall) {
       << compiled.status();
 }
 
-TEST(RequiredMembers, SixtyFourAreCountedAndMoreStayAsWritten) {
-  auto schema = [](int required) {
-    std::string props, names;
-    for (int i = 0; i < 70; ++i) {
-      const std::string name = "m" + std::to_string(i);
-      props += (i ? "," : "") + ("\"" + name + "\":{\"type\":\"integer\"}");
-      if (i < required) names += (i ? "," : "") + ("\"" + name + "\"");
-    }
-    return R"({"type":"object","properties":{)" + props + R"(},"required":[)" +
-           names + "]}";
-  };
+// `n` integer members m0, m1, ..., the first `required` of them required,
+// `extra` more listed in `also_required`.
+std::string ManyMembers(int n, int required,
+                        const std::vector<int>& also_required = {},
+                        bool closed = false) {
+  std::string props, names;
+  for (int i = 0; i < n; ++i) {
+    const std::string name = "m" + std::to_string(i);
+    props += (i ? "," : "") + ("\"" + name + "\":{\"type\":\"integer\"}");
+  }
+  std::vector<int> listed;
+  for (int i = 0; i < required; ++i) listed.push_back(i);
+  listed.insert(listed.end(), also_required.begin(), also_required.end());
+  for (size_t k = 0; k < listed.size(); ++k) {
+    names += (k ? ",\"m" : "\"m") + std::to_string(listed[k]) + "\"";
+  }
+  return R"({"type":"object","properties":{)" + props + R"(},"required":[)" +
+         names + "]" + (closed ? R"(,"additionalProperties":false)" : "") + "}";
+}
+
+// The members m_i for each i of `order`, each with the value 1.
+std::string Members(const std::vector<int>& order) {
+  std::string text = "{";
+  for (size_t k = 0; k < order.size(); ++k) {
+    text += (k ? ",\"m" : "\"m") + std::to_string(order[k]) + "\":1";
+  }
+  return text + "}";
+}
+
+TEST(RequiredMembers, AsManyAsAFrameHoldsAreCountedAndMoreStayAsWritten) {
   GrammarCompiler compiler(TestVocab());
-  for (int required : {64, 65}) {
-    auto g = CompileSchema(compiler, schema(required));
+  for (int required : {MemberSet::kMax, MemberSet::kMax + 1}) {
+    auto g =
+        CompileSchema(compiler, ManyMembers(MemberSet::kMax + 6, required));
     ASSERT_TRUE(g.ok()) << g.status();
     // The last required member first: any order only when counted.
-    std::string text = "{\"m" + std::to_string(required - 1) + "\":1";
-    for (int i = 0; i + 1 < required; ++i) {
-      text += ",\"m" + std::to_string(i) + "\":1";
-    }
-    EXPECT_EQ(Accepts(*g, text + "}"), required == 64) << required;
-    if (required == 64) {
-      EXPECT_FALSE(Accepts(*g, "{\"m0\":1}"));
+    std::vector<int> order = {required - 1};
+    for (int i = 0; i + 1 < required; ++i) order.push_back(i);
+    EXPECT_EQ(Accepts(*g, Members(order)), required == MemberSet::kMax)
+        << required;
+    if (required == MemberSet::kMax) {
+      order.erase(order.begin() + 70);  // m69, a bit of the second word
+      EXPECT_FALSE(Accepts(*g, Members(order)));
     }
   }
 }
@@ -548,6 +569,55 @@ TEST(OnceMembers, EachDeclaredMemberComesOnce) {
   ASSERT_TRUE(nonempty.ok()) << nonempty.status();
   EXPECT_FALSE(Accepts(*nonempty, "{}"));
   EXPECT_TRUE(Accepts(*nonempty, R"({"i":""})"));
+}
+
+// kAny's objects as large as a frame counts: each declared member once,
+// whichever word of the frame's bits it has, the required ones required,
+// in any order; a grammar read back and a fork keep the bits.
+// One member more is refused, naming the limit.
+TEST(OnceMembers, EveryBitOfAFrameCountsOnce) {
+  GrammarCompiler compiler(TestVocab());
+  const int n = MemberSet::kMax;
+  const std::vector<int> edges = {0, 1, 63, 64, 65, 127, 128, 191, 192, 255};
+  auto g = CompileSchema(compiler, ManyMembers(n, 0, {64, 255}, true),
+                         JsonPropertyOrder::kAny);
+  ASSERT_TRUE(g.ok()) << g.status();
+  std::vector<int> all;
+  for (int i = n - 1; i >= 0; --i) all.push_back(i);
+  EXPECT_TRUE(Accepts(*g, Members(all)));
+  EXPECT_TRUE(Accepts(*g, Members({255, 3, 64})));
+  EXPECT_FALSE(Accepts(*g, Members({255, 3})));
+  EXPECT_FALSE(Accepts(*g, Members({64, 3})));
+  for (int b : edges) {
+    // Written twice, with others between; refused at the second name.
+    GrammarMatcher m(*g);
+    std::vector<int> written = {b};
+    for (int r : {64, 255}) {
+      if (r != b) written.push_back(r);
+    }
+    const std::string head = Members(written);
+    ASSERT_TRUE(m.AcceptString(head.substr(0, head.size() - 1)).ok()) << b;
+    const std::string again = ",\"m" + std::to_string(b) + "\":";
+    EXPECT_FALSE(m.AcceptString(again).ok()) << b;
+    EXPECT_TRUE(m.AcceptString(R"(,"m2":1})").ok()) << b;
+  }
+  auto loaded = compiler.Deserialize(SerializeGrammar(*g));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_TRUE(Accepts(*loaded, Members(all)));
+  EXPECT_FALSE(Accepts(*loaded, Members({255, 64, 200, 200})));
+  GrammarMatcher m(*loaded);
+  ASSERT_TRUE(m.AcceptString(R"({"m200":1,"m64":1)").ok());
+  GrammarMatcher fork = m.Fork();
+  EXPECT_TRUE(m.AcceptString(R"(,"m255":1})").ok());
+  EXPECT_FALSE(fork.AcceptString(R"(,"m200":)").ok());
+  EXPECT_TRUE(fork.AcceptString(R"(,"m199":1,"m255":1})").ok());
+  auto over = CompileSchema(compiler, ManyMembers(n + 1, 0, {}, true),
+                            JsonPropertyOrder::kAny);
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.status().message().find("counts at most " + std::to_string(n) +
+                                         " declared"),
+            std::string::npos)
+      << over.status();
 }
 
 }  // namespace

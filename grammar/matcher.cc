@@ -256,7 +256,9 @@ bool GrammarMatcher::CheckKey(std::vector<int64_t>* key) const {
     for (int32_t id = *it; id >= 0; id = pool_[id].parent) {
       const internal::NodeSide& side = log.side(id);
       key->push_back(pool_[id].state);
-      key->push_back(static_cast<int64_t>(side.members));
+      for (int k = 0; k < MemberSet::kWords; ++k) {
+        key->push_back(static_cast<int64_t>(side.members.word(k)));
+      }
       key->push_back(int64_t{side.chars} << 8 |
                      static_cast<uint8_t>(side.phase));
       if (key->size() > kMaxKey) {
@@ -275,10 +277,9 @@ bool GrammarMatcher::InCheckingFrame(int32_t top) const {
   for (int32_t id = top; id >= 0; id = pool_[id].parent) {
     const int32_t rule = pda.StateRule(pool_[id].state);
     if (!pda.InsideChecking(rule)) return false;
-    const uint64_t members = log.side(id).members;
-    const uint64_t required = pda.RequiredMembers(rule);
-    if ((members & required) != required) return true;
-    if (members != 0 && pda.CallsOnce(rule)) return true;
+    const MemberSet& members = log.side(id).members;
+    if (!members.Contains(pda.RequiredMembers(rule))) return true;
+    if (!members.empty() && pda.CallsOnce(rule)) return true;
   }
   return false;
 }

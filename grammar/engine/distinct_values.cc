@@ -302,7 +302,7 @@ absl::Status CheckRequiredMembersEndOnBytes(const Pda& pda) {
             "\" from a state with no byte of its own to go on with"));
       }
     }
-    if (pda.RequiredMembers(rule) == 0) continue;
+    if (pda.RequiredMembers(rule).empty()) continue;
     for (const PdaCall* c = pda.CallsBegin(s); c != pda.CallsEnd(s); ++c) {
       if (pda.IsFinal(c->return_state)) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -320,7 +320,7 @@ std::vector<uint32_t> TokensThatMayCheckMembers(const Pda& pda,
   if (!pda.has_members()) return {};
   std::vector<uint8_t> ends(pda.num_rules(), 0);
   for (int32_t r = 0; r < pda.num_rules(); ++r) {
-    ends[r] = pda.RequiredMembers(r) != 0;
+    ends[r] = !pda.RequiredMembers(r).empty();
   }
   std::array<bool, 256> bytes =
       EndingBytes(pda, std::move(ends), [](int32_t) { return true; });

@@ -385,8 +385,9 @@ size_t Pda::MemoryBytes() const {
   for (const auto& r : return_states_) bytes += r.size() * sizeof(int32_t);
   for (const auto& n : rule_names_) bytes += n.size();
   return bytes + distinct_.size() + inside_distinct_.size() +
-         member_bit_.size() + required_.size() * sizeof(uint64_t) +
-         once_.size() + calls_once_.size() + inside_checking_.size() +
+         member_bit_.size() * sizeof(int16_t) +
+         required_.size() * sizeof(MemberSet) + once_.size() +
+         calls_once_.size() + inside_checking_.size() +
          may_read_checked_.size() +
          (max_chars_.size() + bound_.size() + max_char_jump_.size() +
           chars_base_.size() + chars_to_end_.size()) *
@@ -460,8 +461,8 @@ void Pda::MarkDistinct(const std::vector<uint8_t>& distinct) {
   FindReturnStates();
 }
 
-void Pda::MarkMembers(const std::vector<int8_t>& member_bit,
-                      const std::vector<uint64_t>& required,
+void Pda::MarkMembers(const std::vector<int16_t>& member_bit,
+                      const std::vector<MemberSet>& required,
                       const std::vector<uint8_t>& once) {
   member_bit_.clear();
   required_.clear();
@@ -470,9 +471,9 @@ void Pda::MarkMembers(const std::vector<int8_t>& member_bit,
   inside_checking_.clear();
   may_read_checked_.clear();
   const bool any = std::any_of(member_bit.begin(), member_bit.end(),
-                               [](int8_t b) { return b >= 0; }) ||
+                               [](int16_t b) { return b >= 0; }) ||
                    std::any_of(required.begin(), required.end(),
-                               [](uint64_t r) { return r != 0; });
+                               [](const MemberSet& r) { return !r.empty(); });
   if (!any) return;
   member_bit_.assign(member_bit.begin(), member_bit.end());
   required_.assign(required.begin(), required.end());
@@ -485,7 +486,7 @@ void Pda::MarkMembers(const std::vector<int8_t>& member_bit,
   }
   std::vector<uint8_t> checking(num_rules(), 0);
   for (int32_t r = 0; r < num_rules(); ++r) {
-    checking[r] = required_[r] != 0 || calls_once_[r];
+    checking[r] = !required_[r].empty() || calls_once_[r];
   }
   inside_checking_ = Reached(checking, /*callees=*/true);
   may_read_checked_ = Reached(checking, /*callees=*/false);
@@ -785,8 +786,8 @@ absl::StatusOr<Pda> Pda::Load(ByteReader* in) {
   if (!distinct.empty() && distinct.size() != static_cast<size_t>(rules)) {
     return in->Malformed();
   }
-  std::vector<int8_t> member_bit;
-  std::vector<uint64_t> required;
+  std::vector<int16_t> member_bit;
+  std::vector<MemberSet> required;
   std::vector<uint8_t> once;
   if (!in->GetVector(&member_bit) || !in->GetVector(&required) ||
       !in->GetVector(&once)) {
@@ -798,8 +799,8 @@ absl::StatusOr<Pda> Pda::Load(ByteReader* in) {
        member_bit.size() != static_cast<size_t>(rules))) {
     return in->Malformed();
   }
-  for (int8_t b : member_bit) {
-    if (b < -1 || b > 63) return in->Malformed();
+  for (int16_t b : member_bit) {
+    if (b < -1 || b >= MemberSet::kMax) return in->Malformed();
   }
   std::vector<int32_t> max_chars;
   if (!in->GetVector(&max_chars)) return in->status();

@@ -28,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "grammar/base/byte_io.h"
+#include "grammar/base/member_set.h"
 #include "grammar/base/refine.h"
 
 namespace grammard::grammar::internal {
@@ -112,7 +113,7 @@ class Pda {
            (member_bit_.empty() ||
             (member_bit_[c.rule] < 0 &&
              member_bit_[StateRule(c.return_state)] < 0 &&
-             required_[StateRule(c.return_state)] == 0));
+             required_[StateRule(c.return_state)].empty()));
   }
   // Every state a stack top of `rule` may find right below it: the return
   // states of its calls, seen through tail calls.
@@ -152,8 +153,8 @@ class Pda {
   int MemberBit(int32_t rule) const {
     return member_bit_.empty() ? -1 : member_bit_[rule];
   }
-  uint64_t RequiredMembers(int32_t rule) const {
-    return required_.empty() ? 0 : required_[rule];
+  const MemberSet& RequiredMembers(int32_t rule) const {
+    return required_.empty() ? kNoMembers : required_[rule];
   }
   bool IsOnce(int32_t rule) const { return !once_.empty() && once_[rule] != 0; }
   bool CallsOnce(int32_t rule) const {
@@ -201,13 +202,14 @@ class Pda {
   // Whether a return from `rule` is more than a pop: a distinct value's end,
   // a member counted or members required.
   bool ReturnIsChecked(int32_t rule) const {
-    return IsDistinct(rule) || MemberBit(rule) >= 0 ||
-           RequiredMembers(rule) != 0;
+    return IsDistinct(rule) ||
+           (!member_bit_.empty() &&
+            (member_bit_[rule] >= 0 || !required_[rule].empty()));
   }
   // Marks them (per rule: -1 or the bit; the required bits; nonzero: once);
   // none leaves the Pda as it was.
-  void MarkMembers(const std::vector<int8_t>& member_bit,
-                   const std::vector<uint64_t>& required,
+  void MarkMembers(const std::vector<int16_t>& member_bit,
+                   const std::vector<MemberSet>& required,
                    const std::vector<uint8_t>& once);
 
   // Which states of `rule` read alike for their next few bytes, whatever
@@ -310,8 +312,9 @@ class Pda {
   std::vector<uint8_t> distinct_;
   std::vector<uint8_t> inside_distinct_;
   // Per rule when some rule counts members or is counted, else empty.
-  std::vector<int8_t> member_bit_;
-  std::vector<uint64_t> required_;
+  static constexpr MemberSet kNoMembers{};
+  std::vector<int16_t> member_bit_;
+  std::vector<MemberSet> required_;
   std::vector<uint8_t> once_;
   std::vector<uint8_t> calls_once_;
   std::vector<uint8_t> inside_checking_;

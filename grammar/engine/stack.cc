@@ -139,8 +139,7 @@ int32_t Stepper::Record(StackPool* pool, int32_t frame) {
 }
 
 int32_t Stepper::CountMember(StackPool* pool, int32_t frame, int bit) {
-  const uint64_t mask = uint64_t{1} << bit;
-  if (values_.side(frame).members & mask) return frame;
+  if (values_.side(frame).members.Has(bit)) return frame;
   // Keyed apart from Intern's and Record's (no state is 0xFFFFFExx).
   const uint64_t made_key =
       (uint64_t{0xFFFFFE00u | static_cast<uint32_t>(bit)} << 32) |
@@ -148,7 +147,7 @@ int32_t Stepper::CountMember(StackPool* pool, int32_t frame, int bit) {
   int32_t id = made_.Find(made_key);
   if (id >= 0) return id;
   NodeSide side = values_.side(frame);
-  side.members |= mask;
+  side.members.Add(bit);
   values_.Append(side);
   const StackNode node = (*pool)[frame];
   id = pool->Add(node.state, node.parent);
@@ -160,8 +159,9 @@ bool Stepper::Return(StackPool* pool, int32_t id, int32_t* to) {
   const Pda& pda = *pda_;
   const StackNode node = (*pool)[id];
   const int32_t rule = pda.StateRule(node.state);
-  const uint64_t required = pda.RequiredMembers(rule);
-  if ((values_.side(id).members & required) != required) return false;
+  if (!values_.side(id).members.Contains(pda.RequiredMembers(rule))) {
+    return false;
+  }
   *to = node.parent;
   if (node.parent < 0) return true;
   if (pda.IsDistinct(rule)) {
@@ -352,7 +352,7 @@ CloseFlags Stepper::CloseT(StackPool* pool_in, const int32_t* seeds, size_t n,
            c != pda.CallsEnd(node.state); ++c) {
         // A member counted once already is not called again.
         if (pda.IsOnce(c->rule) &&
-            (values_.side(id).members >> pda.MemberBit(c->rule) & 1)) {
+            values_.side(id).members.Has(pda.MemberBit(c->rule))) {
           continue;
         }
         // A distinct call always has a frame, where its values are kept.

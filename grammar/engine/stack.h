@@ -53,6 +53,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "grammar/base/member_set.h"
 #include "grammar/engine/pda.h"
 #include "grammar/vocabulary.h"
 
@@ -103,7 +104,7 @@ struct NodeSide {
   uint64_t hash = 0;
   uint32_t key_begin = 0, key_end = 0;
   // The counted members the instance has seen (Pda::MemberBit).
-  uint64_t members = 0;
+  MemberSet members;
   // A counted rule's frame (Pda::MaxChars): the characters read and the
   // phase of the last one.
   int32_t chars = 0;

@@ -570,10 +570,10 @@ absl::Status Grammar::Validate() const {
           absl::StrCat("invalid grammar: rule \"", rule.name,
                        "\" counts at most ", rule.max_chars, " characters"));
     }
-    if (rule.member_bit < -1 || rule.member_bit > 63) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("invalid grammar: rule \"", rule.name,
-                       "\" has member bit ", rule.member_bit, " (0 to 63)"));
+    if (rule.member_bit < -1 || rule.member_bit >= MemberSet::kMax) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "invalid grammar: rule \"", rule.name, "\" has member bit ",
+          rule.member_bit, " (0 to ", MemberSet::kMax - 1, ")"));
     }
     if (!IsValidRuleName(rule.name)) {
       return absl::InvalidArgumentError(

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "grammar/base/member_set.h"
 
 namespace grammard::grammar {
 
@@ -116,15 +117,15 @@ struct Rule {
   bool distinct = false;
   // Members counted at run time (JSON Schema's `required`, for objects whose
   // members may come in any order and too many to count in the grammar): a
-  // call of a rule with member_bit b (0..63) sets bit b of its caller's
-  // frame when it returns, and a rule with required_members ends only once
-  // its frame holds all of those bits (engine/stack.h). Such rules, and the
-  // rules calling the former, are never copied into their callers. The
-  // front end must keep every requirement reachable (a required member may
-  // always come next), or a sequence could be left with nothing allowed.
-  // ToString does not print them.
-  int8_t member_bit = -1;
-  uint64_t required_members = 0;
+  // call of a rule with member_bit b (0 to MemberSet::kMax - 1) sets bit b
+  // of its caller's frame when it returns, and a rule with required_members
+  // ends only once its frame holds all of those bits (engine/stack.h). Such
+  // rules, and the rules calling the former, are never copied into their
+  // callers. The front end must keep every requirement reachable (a required
+  // member may always come next), or a sequence could be left with nothing
+  // allowed. ToString does not print them.
+  int16_t member_bit = -1;
+  MemberSet required_members{};
   // With member_bit: a call of this rule is refused where the caller's
   // frame already counts its bit (JSON Schema's declared members at most
   // once, in any order). Exact masks need each such call to begin with a

@@ -203,9 +203,9 @@ Grammar MergeEqualRules(Grammar grammar) {
   if (std::any_of(grammar.rules.begin(), grammar.rules.end(),
                   [](const Rule& r) {
                     return r.distinct || r.member_bit >= 0 ||
-                           r.required_members != 0 || r.max_chars >= 0;
+                           !r.required_members.empty() || r.max_chars >= 0;
                   })) {
-    std::map<std::tuple<int32_t, bool, int8_t, uint64_t, bool, int32_t>,
+    std::map<std::tuple<int32_t, bool, int16_t, MemberSet, bool, int32_t>,
              int32_t>
         dense;
     for (int32_t r = 0; r < n; ++r) {

@@ -27,7 +27,7 @@ namespace {
 
 bool HasRunTimeConditions(const grammar::Grammar& g) {
   for (const grammar::Rule& r : g.rules) {
-    if (r.distinct || r.member_bit >= 0 || r.required_members != 0) {
+    if (r.distinct || r.member_bit >= 0 || !r.required_members.empty()) {
       return true;
     }
   }

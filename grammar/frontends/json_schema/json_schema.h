@@ -94,7 +94,7 @@ enum class JsonPropertyOrder {
   kRequiredFirst,  // required properties first, then the rest as written
   kAny,            // any order, each declared member at most once: up to
                    // 6 declared properties in the grammar (2^6 rules);
-                   // larger objects (up to 64 declared properties, no
+                   // larger objects (up to 256 declared properties, no
                    // minProperties/maxProperties past 1, no negated
                    // additionalProperties) count their members at run
                    // time (a matcher's frame bits: masks next to a
@@ -108,7 +108,7 @@ enum class JsonPropertyOrder {
                    // where a declared member may appear more than once
                    // (each occurrence valid, so whichever one a parser
                    // keeps is valid); rules grow as 2^(required ones),
-                   // and past 6 required ones (up to 64) the matcher
+                   // and past 6 required ones (up to 256) the matcher
                    // counts them at run time instead (a frame's bits;
                    // masks there read the tokens that may close the
                    // object for real). Objects with min/maxProperties,

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "grammar/base/member_set.h"
 #include "grammar/frontends/json_schema/internal/char_dfa.h"
 #include "grammar/frontends/json_schema/internal/json_emitter.h"
 #include "grammar/frontends/json_schema/internal/schema_doc.h"
@@ -55,10 +56,10 @@ enum class PropertyOrder {
 // any order: 2^6 subsets of members written, a few hundred automaton states.
 inline constexpr int kMaxAnyOrderProperties = 6;
 
-// The most required members PropertyOrder::kAnyRepeatable counts at run time
-// (a bit each in a matcher's frame: grammar_ir.h's member_bit) for objects
-// with more than kMaxAnyOrderProperties of them.
-inline constexpr int kMaxCountedMembers = 64;
+// The most members counted at run time (a bit each in a matcher's frame:
+// grammar_ir.h's member_bit): kAny's declared members of objects with more
+// than kMaxAnyOrderProperties, and kAnyRepeatable's required ones.
+inline constexpr int kMaxCountedMembers = MemberSet::kMax;
 
 struct ConvertOptions {
   bool strict = true;

@@ -357,7 +357,7 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
     // the separator too, while the whitespace before it stays the object's
     // (its closing brace then always follows, or a member it requires).
     std::vector<int32_t> firsts, nexts;
-    uint64_t required = 0;
+    MemberSet required;
     for (size_t j = 0; j < n; ++j) {
       const int32_t expr = members[j].exprs[0];
       if (e_.IsNothing(expr)) {
@@ -368,10 +368,10 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
       const int32_t next = e_.NewRule(
           "member_next", e_.Seq({e_.ItemSeparatorAfterWs(depth), expr}));
       for (int32_t rule : {first, next}) {
-        e_.g().rules[rule].member_bit = static_cast<int8_t>(j);
+        e_.g().rules[rule].member_bit = static_cast<int16_t>(j);
       }
       e_.g().rules[next].member_once = true;
-      if (members[j].required) required |= uint64_t{1} << j;
+      if (members[j].required) required.Add(static_cast<int>(j));
       firsts.push_back(e_.Ref(first));
       nexts.push_back(e_.Ref(next));
     }
@@ -386,16 +386,16 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
                 e_.Close('}', depth)});
     const int32_t rule = e_.NewRule("any_order_object", body);
     e_.g().rules[rule].required_members = required;
-    return e_.Alt(
-        {required == 0 && o.min_props <= 0 ? e_.Empty('{', '}') : e_.Nothing(),
-         e_.Ref(rule)});
+    return e_.Alt({required.empty() && o.min_props <= 0 ? e_.Empty('{', '}')
+                                                        : e_.Nothing(),
+                   e_.Ref(rule)});
   }
   if (counted) {
     // One rule holds the whole object, so that every member returns into a
     // frame of it: its members in any order, each as often as the model
     // likes, and its required ones each a rule setting a bit there.
     std::vector<int32_t> alts;
-    uint64_t required = 0;
+    MemberSet required;
     int next_bit = 0;
     for (const Member& m : members) {
       const int32_t expr = m.exprs[0];
@@ -403,8 +403,8 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
         if (e_.IsNothing(expr)) return e_.Nothing();
         // `with` made it a call of a rule of its own.
         e_.g().rules[e_.g().exprs[expr].rule].member_bit =
-            static_cast<int8_t>(next_bit);
-        required |= uint64_t{1} << next_bit++;
+            static_cast<int16_t>(next_bit);
+        required.Add(next_bit++);
       }
       if (!e_.IsNothing(expr)) alts.push_back(expr);
     }
