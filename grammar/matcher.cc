@@ -252,11 +252,13 @@ bool GrammarMatcher::CheckKey(std::vector<int64_t>* key) const {
   const internal::Pda& pda = grammar_.data().pda;
   if (pda.has_distinct()) return false;
   const internal::ValueLog& log = stepper_.values();
+  // Without counted members every frame's bits are empty: not keyed.
+  const int member_words = pda.has_members() ? MemberSet::kWords : 0;
   for (const int32_t* it = scan_begin(); it != scan_end(); ++it) {
     for (int32_t id = *it; id >= 0; id = pool_[id].parent) {
       const internal::NodeSide& side = log.side(id);
       key->push_back(pool_[id].state);
-      for (int k = 0; k < MemberSet::kWords; ++k) {
+      for (int k = 0; k < member_words; ++k) {
         key->push_back(static_cast<int64_t>(side.members.word(k)));
       }
       key->push_back(int64_t{side.chars} << 8 |
