@@ -306,12 +306,11 @@ std::vector<bool> AbsorbedRules(const Grammar& g,
   // Deadline checks count steps, not rules: one rule's walk through the
   // rules copied into it may be a whole chain.
   uint64_t steps = 0;
+  auto expired = [&] { return ++steps % 1024 == 0 && deadline.Passed(); };
   for (size_t r = 0; r < n; ++r) {
     std::vector<std::pair<int32_t, bool>> stack = {{g.rules[r].body, true}};
     while (!stack.empty()) {
-      if (++steps % 1024 == 0 && deadline.Passed()) {
-        return std::vector<bool>(n, false);
-      }
+      if (expired()) return std::vector<bool>(n, false);
       const auto [e, end] = stack.back();
       stack.pop_back();
       if (seen_in[e] != r) {
@@ -379,9 +378,7 @@ std::vector<bool> AbsorbedRules(const Grammar& g,
       if (absorbed[r]) continue;
       work.assign(at_end[r].begin(), at_end[r].end());
       while (!work.empty()) {
-        if (++steps % 1024 == 0 && deadline.Passed()) {
-          return std::vector<bool>(n, false);
-        }
+        if (expired()) return std::vector<bool>(n, false);
         const int32_t t = work.back();
         work.pop_back();
         if (!absorbed[t] || mark[t] == static_cast<int32_t>(r)) continue;
