@@ -687,6 +687,12 @@ void Client::FinishStep(const v1::StepResult& reply, const MaskBuffer& out,
     auto it = sequences_.find(r.sequence_id);
     if (w < 0 || it == sequences_.end()) continue;
     if (r.status.ok()) {
+      // An answered step proves the grammar ready even where its READY
+      // status, written by another of the server's threads, has not come
+      // yet; a reconnect must then replay the tokens it accepted.
+      if (it->second.state.state == GrammarState::kCompiling) {
+        it->second.state = {GrammarState::kReady, absl::OkStatus()};
+      }
       // The server advanced: this is what a replay must repeat.
       const Delta& d = p.deltas[static_cast<size_t>(w)];
       std::vector<int32_t>& tokens = it->second.tokens;

@@ -450,6 +450,48 @@ TEST(ClientTest, MasksContinueExactlyAcrossServerRestarts) {
   EXPECT_EQ(fake->accepted_tokens(), static_cast<int64_t>(tokens));
 }
 
+// The daemon writes statuses from another thread than step replies, so a
+// step's reply may come before its sequence's READY status; a restart in
+// between must still replay the tokens that step accepted.
+TEST(ClientTest, TokensAcceptedBeforeTheReadyStatusAreReplayed) {
+  auto fake = FakeGrammard::Start();
+  ASSERT_NE(fake, nullptr);
+  const int port = fake->port();
+  auto client = MustConnect(Options(*fake));
+  ASSERT_NE(client, nullptr);
+  fake->SetStatusesMuted(true);
+  ASSERT_TRUE(client->Open(1, Regex("x")).ok());
+  std::vector<int32_t> history;
+  std::vector<uint32_t> row(kWords);
+  std::vector<SequenceMasks> results;
+  std::mt19937 rng(3);
+  auto step = [&](std::vector<int32_t> accepted) {
+    StepInput in;
+    in.sequence_id = 1;
+    in.accepted = accepted;
+    ASSERT_TRUE(client->SubmitStep({in}).ok());
+    ASSERT_TRUE(client->WaitMasks({row.data(), kWords, 1}, &results).ok());
+    ASSERT_TRUE(results[0].status.ok()) << results[0].status;
+    history.insert(history.end(), accepted.begin(), accepted.end());
+    ASSERT_EQ(row, FakeGrammard::Mask(history))
+        << "after " << history.size() << " tokens";
+  };
+  step({});
+  for (int i = 0; i < 3 && !HasFatalFailure(); ++i) {
+    step({Pick(row.data(), &rng)});
+  }
+  // Its answered steps prove its grammar ready, status or not.
+  EXPECT_EQ(client->State(1)->state, GrammarState::kReady);
+  fake.reset();
+  fake = FakeGrammard::Start(port);
+  ASSERT_NE(fake, nullptr) << "port " << port << " taken";
+  for (int i = 0; i < 3 && !HasFatalFailure(); ++i) {
+    step({Pick(row.data(), &rng)});
+  }
+  EXPECT_EQ(fake->accepted_tokens(), static_cast<int64_t>(history.size()));
+  EXPECT_EQ(client->Metrics().replayed_tokens, 3u);
+}
+
 // A compile issued while the daemon restarts (an engine admitting a request
 // then) waits for it as a step would, instead of failing the request.
 TEST(ClientTest, UnaryCallsRideOutARestart) {

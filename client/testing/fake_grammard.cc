@@ -103,6 +103,8 @@ class FakeGrammard::Service final : public v1::Grammard::Service {
         } else {
           sequences[id].jump_forward = open.jump_forward();
           status->set_state(v1::GRAMMAR_STATE_READY);
+          absl::MutexLock lock(&mu_);
+          if (muted_) continue;
         }
       } else if (request.has_close()) {
         sequences.erase(request.close().sequence_id());
@@ -207,6 +209,10 @@ class FakeGrammard::Service final : public v1::Grammard::Service {
     absl::MutexLock lock(&mu_);
     stalled_ = stalled;
   }
+  void SetMuted(bool muted) {
+    absl::MutexLock lock(&mu_);
+    muted_ = muted;
+  }
   void AwaitHeld() {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(
@@ -228,6 +234,7 @@ class FakeGrammard::Service final : public v1::Grammard::Service {
  private:
   mutable absl::Mutex mu_;
   bool stalled_ ABSL_GUARDED_BY(mu_) = false;
+  bool muted_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int streams_ ABSL_GUARDED_BY(mu_) = 0;
   int held_ ABSL_GUARDED_BY(mu_) = 0;  // steps that met the stall
@@ -282,6 +289,7 @@ std::vector<uint32_t> FakeGrammard::Mask(absl::Span<const int32_t> tokens) {
 }
 
 void FakeGrammard::SetStalled(bool stalled) { service_->SetStalled(stalled); }
+void FakeGrammard::SetStatusesMuted(bool muted) { service_->SetMuted(muted); }
 void FakeGrammard::AwaitHeldStep() { service_->AwaitHeld(); }
 int FakeGrammard::streams() const { return service_->streams(); }
 int64_t FakeGrammard::accepted_tokens() const { return service_->accepted(); }

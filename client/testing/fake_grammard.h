@@ -54,6 +54,11 @@ class FakeGrammard {
 
   // While stalled, steps are received but not answered.
   void SetStalled(bool stalled);
+  // While muted, the READY statuses of opened sequences are never sent
+  // (their steps are answered): the real daemon writes statuses from
+  // another thread than step replies, so a step's reply may come first, and
+  // a crash then loses the status.
+  void SetStatusesMuted(bool muted);
   // Blocks until a step is held by the stall.
   void AwaitHeldStep();
   // Decode streams started, and tokens received as accepted, so far.

@@ -5,6 +5,7 @@ undisturbed run with the same seeds."""
 import pytest
 
 import grammard
+from grammard import _stepper
 from grammard.sglang import GrammardGrammarBackend
 from grammard.vllm import GrammardBackend
 
@@ -23,7 +24,17 @@ def client_for(daemon):
 @pytest.mark.parametrize("engine,plugin", [("vllm", False), ("vllm", True),
                                            ("sglang", False)])
 def test_outputs_survive_a_daemon_restart(fresh_daemon, llama3, reference,
-                                          engine, plugin):
+                                          engine, plugin, monkeypatch):
+    # Why any sequence failed: a restart must fail none, and when one does
+    # the assertion names its error.
+    failures = []
+    fail = _stepper.Stepper._fail
+
+    def record(self, s, err):
+        failures.append(f"{s.sid}: {err}")
+        fail(self, s, err)
+
+    monkeypatch.setattr(_stepper.Stepper, "_fail", record)
     client = client_for(fresh_daemon)
     options = grammard.JsonOptions(whitespace="compact")
     model = cases.Model(llama3, client.vocab_size, client.eos_token_ids[0])
@@ -47,6 +58,7 @@ def test_outputs_survive_a_daemon_restart(fresh_daemon, llama3, reference,
     fresh_daemon.restart()
     driver.run()
     outputs = {rid: r.output for rid, r in driver.requests.items()}
+    assert not failures, "\n".join(failures) + "\n" + fresh_daemon.log()
     assert outputs == reference
     m = client.metrics()
     assert m["reconnects"] >= 1 and m["replayed_sequences"] >= 1
