@@ -83,7 +83,8 @@ std::vector<bool> KeptAsCalls(const Grammar& g) {
   std::vector<bool> kept(g.rules.size(), false);
   std::vector<int32_t> stack;
   auto reported = [&](int32_t r) {
-    return g.rules[r].distinct || g.rules[r].member_bit >= 0;
+    return g.rules[r].distinct || g.rules[r].member_bit >= 0 ||
+           !g.rules[r].member_guard.empty() || g.rules[r].member_dispatch;
   };
   for (size_t r = 0; r < g.rules.size(); ++r) {
     if (reported(r) || !g.rules[r].required_members.empty() ||
@@ -803,13 +804,15 @@ absl::StatusOr<CompiledGrammar> GrammarCompiler::Compile(
     pda->MarkDistinct(distinct);
     std::vector<int16_t> member_bit(g.rules.size(), -1);
     std::vector<MemberSet> required(g.rules.size());
-    std::vector<uint8_t> once(g.rules.size(), 0);
+    std::vector<MemberSet> guard(g.rules.size());
+    std::vector<uint8_t> dispatch(g.rules.size(), 0);
     for (size_t r = 0; r < g.rules.size(); ++r) {
       member_bit[r] = g.rules[r].member_bit;
       required[r] = g.rules[r].required_members;
-      once[r] = g.rules[r].member_once;
+      guard[r] = g.rules[r].member_guard;
+      dispatch[r] = g.rules[r].member_dispatch;
     }
-    pda->MarkMembers(member_bit, required, once);
+    pda->MarkMembers(member_bit, required, guard, dispatch);
     std::vector<int32_t> max_chars(g.rules.size(), -1);
     for (size_t r = 0; r < g.rules.size(); ++r) {
       max_chars[r] = g.rules[r].max_chars;

@@ -1,5 +1,5 @@
 // What counting members at run time costs (grammar_ir.h's member_bit,
-// required_members and member_once; JsonPropertyOrder in json_schema.h):
+// required_members and member_guard; JsonPropertyOrder in json_schema.h):
 // llama3, an object of `--members` declared string members written in
 // reverse order, each mask and accept timed along the whole document, one
 // line per variant:

@@ -1,5 +1,5 @@
 // Members counted at run time (grammar_ir.h's member_bit, required_members
-// and member_once): JsonPropertyOrder::kAnyRepeatable's objects with more
+// and member_guard): JsonPropertyOrder::kAnyRepeatable's objects with more
 // than six required members, and kAny's objects of more than six members,
 // each declared one at most once. The mask against a direct reading, and
 // the matcher's other paths (rollback, fork, jump-forward, serialization)
@@ -312,6 +312,78 @@ TEST(RequiredMembers, TheCompilerRefusesARuleThatMayEndAfterACall) {
       << compiled.status();
 }
 
+// Names each a prefix of the next ("a", "aa", ... forty of them) nest the
+// dispatches forty deep: each name once, whichever order, and once all but
+// one are written, the separator and every prefix lead to that one only.
+TEST(OnceMembers, NamesNestedAsPrefixesCountEachOnce) {
+  GrammarCompiler compiler(TestVocab());
+  std::string properties;
+  for (int k = 1; k <= 40; ++k) {
+    properties += (k > 1 ? ",\"" : "\"") + std::string(k, 'a') +
+                  "\":{\"type\":\"integer\"}";
+  }
+  auto g = CompileSchema(
+      compiler,
+      R"({"type":"object","additionalProperties":false,"properties":{)" +
+          properties + "}}",
+      JsonPropertyOrder::kAny);
+  ASSERT_TRUE(g.ok()) << g.status();
+  std::string text = "{";
+  for (int k = 40; k >= 1; --k) {
+    if (k == 17) continue;
+    text += (k < 40 ? ",\"" : "\"") + std::string(k, 'a') + "\":1";
+  }
+  GrammarMatcher m(*g);
+  ASSERT_TRUE(m.AcceptString(text).ok());
+  for (int k = 1; k <= 40; ++k) {
+    GrammarMatcher fork = m.Fork();
+    EXPECT_EQ(fork.AcceptString(",\"" + std::string(k, 'a') + "\"").ok(),
+              k == 17)
+        << k;
+  }
+  EXPECT_TRUE(m.AcceptString(",\"" + std::string(17, 'a')).ok());
+  EXPECT_FALSE(m.Fork().AcceptString("a").ok());
+  EXPECT_TRUE(m.AcceptString("\":1").ok());
+  EXPECT_FALSE(m.Fork().AcceptString(",").ok());
+  EXPECT_TRUE(m.AcceptString("}").ok());
+}
+
+// A dispatch's calls must end it (what it calls counts in its caller's
+// frame), and outside a dispatch a guarded call needs a state with a byte
+// of its own (here the closing brace), or a refusal would strand it.
+TEST(OnceMembers, TheCompilerRefusesDispatchesThatCouldLoseOrStrand) {
+  GrammarCompiler compiler(TestVocab());
+  auto build = [](bool call_at_end, bool optional) {
+    Grammar g;
+    const int32_t member = g.AddRule("member", g.AddBytes("a"));
+    g.rules[member].member_bit = 0;
+    g.rules[member].member_guard.Add(0);
+    const int32_t names = g.AddRule(
+        "names", call_at_end
+                     ? g.AddSequence({g.AddBytes("\""), g.AddRuleRef(member)})
+                     : g.AddSequence({g.AddRuleRef(member), g.AddBytes("\"")}));
+    g.rules[names].member_dispatch = true;
+    g.rules[names].member_guard.Add(0);
+    const int32_t call = g.AddRuleRef(names);
+    g.root = g.AddRule("root",
+                       g.AddSequence({g.AddBytes("{"),
+                                      optional ? g.AddRepeat(call, 0, 1) : call,
+                                      g.AddBytes("}")}));
+    return g;
+  };
+  EXPECT_TRUE(compiler.Compile(build(true, true)).ok());
+  auto lost = compiler.Compile(build(false, true));
+  ASSERT_FALSE(lost.ok());
+  EXPECT_NE(lost.status().message().find("other than at its end"),
+            std::string::npos)
+      << lost.status();
+  auto stranded = compiler.Compile(build(true, false));
+  ASSERT_FALSE(stranded.ok());
+  EXPECT_NE(stranded.status().message().find("no byte of its own"),
+            std::string::npos)
+      << stranded.status();
+}
+
 // `n` integer members m0, m1, ..., the first `required` of them required,
 // `extra` more listed in `also_required`.
 std::string ManyMembers(int n, int required,
@@ -363,10 +435,13 @@ TEST(RequiredMembers, AsManyAsAFrameHoldsAreCountedAndMoreStayAsWritten) {
 // hold, read directly: no declared name twice in a counted object (at
 // nesting depth `depth`), a name in the making that can still become one
 // not written yet (or, unless `closed`, an undeclared one), no separator
-// left with nothing to follow it, and closed objects holding the required.
-bool OnceObjectsCanGoOn(const std::string& text, int depth, bool closed) {
-  const std::set<std::string> declared = {"a", "b", "c", "d", "e",
-                                          "f", "g", "h", "i"};
+// left with nothing to follow it, and closed objects holding the required
+// (names compared as written: the walks' vocabularies have no escapes).
+bool OnceObjectsCanGoOn(const std::string& text, int depth, bool closed,
+                        const std::set<std::string>& declared = {"a", "b", "c",
+                                                                 "d", "e", "f",
+                                                                 "g", "h", "i"},
+                        const std::set<std::string>& required = kRequired) {
   struct Open {
     char bracket;
     bool expect_key = true;
@@ -419,7 +494,7 @@ bool OnceObjectsCanGoOn(const std::string& text, int depth, bool closed) {
       open.push_back({c, true, {}});
     } else if (c == '}' || c == ']') {
       if (c == '}' && counted()) {
-        for (const std::string& name : kRequired) {
+        for (const std::string& name : required) {
           if (!open.back().names.count(name)) return false;
         }
       }
@@ -569,6 +644,80 @@ TEST(OnceMembers, EachDeclaredMemberComesOnce) {
   ASSERT_TRUE(nonempty.ok()) << nonempty.status();
   EXPECT_FALSE(Accepts(*nonempty, "{}"));
   EXPECT_TRUE(Accepts(*nonempty, R"({"i":""})"));
+}
+
+// Names sharing prefixes are read by a trie of dispatches: a prefix is
+// refused as soon as every name it can still become is written (`"ab`
+// once ab, abc, abd and abe are), whole tokens or a byte at a time, across
+// one-byte and multi-byte characters and a character JSON may escape.
+TEST(OnceMembers, APrefixOfWrittenNamesOnlyIsRefused) {
+  const std::set<std::string> declared = {
+      "ab", "abc", "abd", "abe", "b", "ba", "bb", "a/", "\xC3\xA9", "\xC3\xA8"};
+  std::vector<std::string> tokens;
+  for (char c : std::string("{}[]\",:abcde/1 ")) tokens.push_back({c});
+  for (const char* t : {"\xC3",
+                        "\xA9",
+                        "\xA8",
+                        "\xC3\xA9",
+                        "\xC3\xA8",
+                        ",\"",
+                        ",\"a",
+                        ",\"ab",
+                        ",\"abc\":",
+                        "\"ab",
+                        "ab",
+                        "abc",
+                        "\":",
+                        "\":1",
+                        "1,",
+                        "1}",
+                        ",\"b",
+                        "\"b\":1",
+                        ",\"\xC3\xA9\":1",
+                        "\"a/\":1",
+                        "a/",
+                        "\"\xC3"}) {
+    tokens.push_back(t);
+  }
+  tokens.push_back("</s>");
+  const int32_t eos = static_cast<int32_t>(tokens.size()) - 1;
+  auto vocab = Vocabulary::FromTokens(tokens, {eos}, {eos}, {"trie", {}, 0});
+  ASSERT_TRUE(vocab.ok()) << vocab.status();
+  GrammarCompiler compiler(*vocab);
+  std::string properties;
+  for (const std::string& name : declared) {
+    properties += (properties.empty() ? "\"" : ",\"") + name +
+                  "\":{\"type\":\"integer\"}";
+  }
+  const std::string with = R"({"type":"object","additionalProperties":false,)"
+                           R"("required":["b"],"properties":{)" +
+                           properties + "}}";
+  const std::string without =
+      R"({"type":"object","additionalProperties":false,"properties":{)" +
+      properties + "}}";
+  auto once = CompileSchema(compiler, with, JsonPropertyOrder::kAny);
+  auto plain = CompileSchema(compiler, without);
+  ASSERT_TRUE(once.ok()) << once.status();
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  GrammarMatcher m(*once);
+  ASSERT_TRUE(m.AcceptString(R"({"ab":1,"abc":1,"abd":1,"abe":1)").ok());
+  EXPECT_FALSE(m.AcceptString(",\"ab").ok());
+  EXPECT_TRUE(m.AcceptString(",\"a").ok());
+  EXPECT_FALSE(m.AcceptString("b").ok());
+  EXPECT_TRUE(m.AcceptString("/\":1").ok());
+  testing::DirectReadingWalk walk;
+  walk.seed = 11;
+  walk.walks = 200;
+  walk.steps = 60;
+  walk.pick = [&](const std::vector<int32_t>& allowed, int, std::mt19937& rng) {
+    return allowed[rng() % allowed.size()];
+  };
+  testing::WalkAgainstADirectReading(
+      *once, *plain, walk,
+      [&](const std::string& text) {
+        return OnceObjectsCanGoOn(text, 0, true, declared, {"b"});
+      },
+      with);
 }
 
 // kAny's objects as large as a frame counts: each declared member once,

@@ -281,7 +281,7 @@ bool GrammarMatcher::InCheckingFrame(int32_t top) const {
     if (!pda.InsideChecking(rule)) return false;
     const MemberSet& members = log.side(id).members;
     if (!members.Contains(pda.RequiredMembers(rule))) return true;
-    if (!members.empty() && pda.CallsOnce(rule)) return true;
+    if (!members.empty() && pda.CallsGuarded(rule)) return true;
   }
   return false;
 }

@@ -150,8 +150,8 @@ class GrammarMatcher {
   // Whether the stack of `top` is inside a value of a distinct rule.
   bool InValue(int32_t top) const;
   // Whether some frame of the stack of `top` lacks members its rule
-  // requires (Pda::RequiredMembers) or has counted some its rule may call
-  // only once (Pda::CallsOnce).
+  // requires (Pda::RequiredMembers) or has counted some its rule guards a
+  // call by (Pda::CallsGuarded).
   bool InCheckingFrame(int32_t top) const;
   // Every stack top's whole stack, each node's state, counted members and
   // counted characters, into `key`; false (nothing worth keeping) when the

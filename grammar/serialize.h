@@ -23,7 +23,7 @@
 namespace grammard::grammar {
 
 // Bumped whenever the layout of the bytes changes.
-inline constexpr uint32_t kSerializeFormatVersion = 6;
+inline constexpr uint32_t kSerializeFormatVersion = 7;
 
 std::string SerializeGrammar(const CompiledGrammar& grammar);
 

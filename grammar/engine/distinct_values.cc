@@ -295,9 +295,14 @@ absl::Status CheckRequiredMembersEndOnBytes(const Pda& pda) {
   for (int32_t s = 0; s < pda.num_states(); ++s) {
     const int32_t rule = pda.StateRule(s);
     for (const PdaCall* c = pda.CallsBegin(s); c != pda.CallsEnd(s); ++c) {
-      if (pda.IsOnce(c->rule) && !pda.HasBytes(s)) {
+      if (pda.IsDispatch(rule) && !pda.IsTailCall(*c)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("the dispatch \"", pda.RuleName(rule), "\" calls \"",
+                         pda.RuleName(c->rule), "\" other than at its end"));
+      }
+      if (pda.IsGuarded(c->rule) && !pda.HasBytes(s) && !pda.IsDispatch(rule)) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "rule \"", pda.RuleName(rule), "\" calls the once member \"",
+            "rule \"", pda.RuleName(rule), "\" calls the guarded rule \"",
             pda.RuleName(c->rule),
             "\" from a state with no byte of its own to go on with"));
       }
@@ -324,13 +329,13 @@ std::vector<uint32_t> TokensThatMayCheckMembers(const Pda& pda,
   }
   std::array<bool, 256> bytes =
       EndingBytes(pda, std::move(ends), [](int32_t) { return true; });
-  // The bytes a once member may read first: from its start state, through
+  // The bytes a guarded rule may read first: from its start state, through
   // calls and the states they return to (read as if every callee could
   // match nothing, which only adds bytes).
   std::vector<uint8_t> seen(pda.num_states(), 0);
   std::vector<int32_t> work;
   for (int32_t r = 0; r < pda.num_rules(); ++r) {
-    if (pda.IsOnce(r) && !seen[pda.RuleStart(r)]) {
+    if (pda.IsGuarded(r) && !seen[pda.RuleStart(r)]) {
       seen[pda.RuleStart(r)] = 1;
       work.push_back(pda.RuleStart(r));
     }
@@ -348,6 +353,14 @@ std::vector<uint32_t> TokensThatMayCheckMembers(const Pda& pda,
           work.push_back(t);
         }
       }
+    }
+  }
+  // And every byte a dispatch reads: a token that strands a dispatch's
+  // state (its calls refused) read one on the way.
+  for (int32_t s = 0; s < pda.num_states(); ++s) {
+    if (!pda.IsDispatch(pda.StateRule(s))) continue;
+    for (int b = 0; b < 256; ++b) {
+      if (pda.Next(s, static_cast<uint8_t>(b)) != Pda::kDead) bytes[b] = true;
     }
   }
   std::vector<uint32_t> bits(index.all_bits().size(), 0);

@@ -45,23 +45,29 @@ absl::Status CheckDistinctValuesEndless(const Pda& pda);
 std::vector<int32_t> TokensThatMayEndValues(const Pda& pda,
                                             const TokenIndex& index);
 
-// Counted members (Pda::RequiredMembers, IsOnce) are kept the same way: a
+// Counted members (Pda::RequiredMembers, Guard) are kept the same way: a
 // stack ends where a rule would return without the members it requires, or
-// would call a once member again. For the mask to stay exact that way, each
-// requirement must stay reachable and a refused call must leave its caller
-// a way on (the object's closing brace), which the front end sees to, and
-// no call may return into a state where a rule with required members ends:
-// then a token read within a rule that is not checking members and calls
-// none that is (a string, a number) cannot end one or call a once member on
-// the way, and its own tables hold. InvalidArgument naming the rule when
-// some call does; OK without such rules.
+// would call a guarded rule whose members are all counted. For the mask to
+// stay exact that way, each requirement must stay reachable and a refused
+// call must leave its caller a way on (the object's closing brace), which
+// the front end sees to, and no call may return into a state where a rule
+// with required members ends: then a token read within a rule that is not
+// checking members and calls none that is (a string, a number) cannot end
+// one or call a guarded one on the way, and its own tables hold. Inside a
+// dispatch a refused call may strand its caller (a name prefix of written
+// members only): a token reaching it read a byte of that dispatch, so it is
+// read for real (TokensThatMayCheckMembers). Every call of a dispatch must
+// end it (Pda::IsTailCall), so that what it calls counts in its caller's
+// frame. InvalidArgument naming the rule when some call breaks these; OK
+// without such rules.
 absl::Status CheckRequiredMembersEndOnBytes(const Pda& pda);
 
 // The tokens holding a byte that may end a rule with required members (an
-// object's closing brace) or that a once member may read first (the
-// separator before it), a bit per id of the vocabulary: where a frame below
-// lacks some or has counted some, only they need reading for real. Empty
-// without such rules.
+// object's closing brace) or that a guarded rule may read first (the
+// separator before a member, a character of a name after a dispatch's
+// branch), a bit per id of the vocabulary: where a frame below lacks some
+// or has counted some, only they need reading for real. Empty without such
+// rules.
 std::vector<uint32_t> TokensThatMayCheckMembers(const Pda& pda,
                                                 const TokenIndex& index);
 

@@ -386,8 +386,8 @@ size_t Pda::MemoryBytes() const {
   for (const auto& n : rule_names_) bytes += n.size();
   return bytes + distinct_.size() + inside_distinct_.size() +
          member_bit_.size() * sizeof(int16_t) +
-         required_.size() * sizeof(MemberSet) + once_.size() +
-         calls_once_.size() + inside_checking_.size() +
+         (required_.size() + guard_.size()) * sizeof(MemberSet) +
+         dispatch_.size() + calls_guarded_.size() + inside_checking_.size() +
          may_read_checked_.size() +
          (max_chars_.size() + bound_.size() + max_char_jump_.size() +
           chars_base_.size() + chars_to_end_.size()) *
@@ -444,7 +444,8 @@ void Pda::Save(ByteWriter* out) const {
   out->PutVector(distinct_);
   out->PutVector(member_bit_);
   out->PutVector(required_);
-  out->PutVector(once_);
+  out->PutVector(guard_);
+  out->PutVector(dispatch_);
   out->PutVector(max_chars_);
 }
 
@@ -463,11 +464,13 @@ void Pda::MarkDistinct(const std::vector<uint8_t>& distinct) {
 
 void Pda::MarkMembers(const std::vector<int16_t>& member_bit,
                       const std::vector<MemberSet>& required,
-                      const std::vector<uint8_t>& once) {
+                      const std::vector<MemberSet>& guard,
+                      const std::vector<uint8_t>& dispatch) {
   member_bit_.clear();
   required_.clear();
-  once_.clear();
-  calls_once_.clear();
+  guard_.clear();
+  dispatch_.clear();
+  calls_guarded_.clear();
   inside_checking_.clear();
   may_read_checked_.clear();
   const bool any = std::any_of(member_bit.begin(), member_bit.end(),
@@ -477,16 +480,17 @@ void Pda::MarkMembers(const std::vector<int16_t>& member_bit,
   if (!any) return;
   member_bit_.assign(member_bit.begin(), member_bit.end());
   required_.assign(required.begin(), required.end());
-  once_.assign(once.begin(), once.end());
-  calls_once_.assign(num_rules(), 0);
+  guard_.assign(guard.begin(), guard.end());
+  dispatch_.assign(dispatch.begin(), dispatch.end());
+  calls_guarded_.assign(num_rules(), 0);
   for (int32_t s = 0; s < num_states(); ++s) {
     for (const PdaCall* c = CallsBegin(s); c != CallsEnd(s); ++c) {
-      if (once_[c->rule]) calls_once_[StateRule(s)] = 1;
+      if (!guard_[c->rule].empty()) calls_guarded_[StateRule(s)] = 1;
     }
   }
   std::vector<uint8_t> checking(num_rules(), 0);
   for (int32_t r = 0; r < num_rules(); ++r) {
-    checking[r] = !required_[r].empty() || calls_once_[r];
+    checking[r] = !required_[r].empty() || calls_guarded_[r];
   }
   inside_checking_ = Reached(checking, /*callees=*/true);
   may_read_checked_ = Reached(checking, /*callees=*/false);
@@ -788,13 +792,15 @@ absl::StatusOr<Pda> Pda::Load(ByteReader* in) {
   }
   std::vector<int16_t> member_bit;
   std::vector<MemberSet> required;
-  std::vector<uint8_t> once;
+  std::vector<MemberSet> guard;
+  std::vector<uint8_t> dispatch;
   if (!in->GetVector(&member_bit) || !in->GetVector(&required) ||
-      !in->GetVector(&once)) {
+      !in->GetVector(&guard) || !in->GetVector(&dispatch)) {
     return in->status();
   }
   if (member_bit.size() != required.size() ||
-      member_bit.size() != once.size() ||
+      member_bit.size() != guard.size() ||
+      member_bit.size() != dispatch.size() ||
       (!member_bit.empty() &&
        member_bit.size() != static_cast<size_t>(rules))) {
     return in->Malformed();
@@ -812,7 +818,7 @@ absl::StatusOr<Pda> Pda::Load(ByteReader* in) {
   }
   pda.ComputeHasBytes();
   pda.MarkDistinct(distinct);
-  pda.MarkMembers(member_bit, required, once);
+  pda.MarkMembers(member_bit, required, guard, dispatch);
   if (!pda.MarkCountedChars(max_chars).ok()) return in->Malformed();
   return pda;
 }

@@ -105,13 +105,15 @@ class Pda {
   // own).
   // Nor does a call of or from a counted member (its own return sets a bit
   // of its caller's frame), or a call returning into a rule with required
-  // members (which checks them at its own return).
+  // members (which checks them at its own return), or a call of a dispatch
+  // (its frame is its caller's, so it needs one); every call from a
+  // dispatch is one (what it calls counts in that frame).
   bool IsTailCall(const PdaCall& c) const {
     return IsTail(c.return_state) &&
            (distinct_.empty() ||
             (!distinct_[c.rule] && !distinct_[StateRule(c.return_state)])) &&
-           (member_bit_.empty() ||
-            (member_bit_[c.rule] < 0 &&
+           (member_bit_.empty() || IsDispatch(StateRule(c.return_state)) ||
+            (member_bit_[c.rule] < 0 && !IsDispatch(c.rule) &&
              member_bit_[StateRule(c.return_state)] < 0 &&
              required_[StateRule(c.return_state)].empty()));
   }
@@ -139,26 +141,35 @@ class Pda {
   void MarkDistinct(const std::vector<uint8_t>& distinct);
 
   // Members counted at run time (grammar_ir.h's Rule::member_bit,
-  // required_members and member_once): a return from a rule with a member
+  // required_members and member_guard): a return from a rule with a member
   // bit sets it in the caller's frame; a rule with required members returns
-  // only once its frame has them all; a call of a once member is refused
-  // where its bit is set already. Rules with required members and rules
-  // calling once members are "checking" ones: their frames hold what the
-  // tables cannot know. InsideChecking(rule): a checking rule reaches it by
-  // calls (or it is one), so a stack of it may be inside such a frame.
-  // MayReadChecked(rule): reading bytes from a state of the rule, without
-  // leaving it, may end a rule with required members or call a once member
-  // (it is checking, or calls one), so its own tables cannot tell.
-  // has_members(): some rule counts or is counted.
+  // only once its frame has them all; a call of a guarded rule is refused
+  // where every member of its guard is set already. A dispatch (a trie of
+  // member names) reads its caller's members and calls at its ends only. Rules
+  // with required members and rules calling guarded ones are "checking" ones:
+  // their frames hold what the tables cannot know. InsideChecking(rule): a
+  // checking rule reaches it by calls (or it is one), so a stack of it may be
+  // inside such a frame. MayReadChecked(rule): reading bytes from a state of
+  // the rule, without leaving it, may end a rule with required members or call
+  // a guarded one (it is checking, or calls one), so its own tables cannot
+  // tell. has_members(): some rule counts or is counted.
   int MemberBit(int32_t rule) const {
     return member_bit_.empty() ? -1 : member_bit_[rule];
   }
   const MemberSet& RequiredMembers(int32_t rule) const {
     return required_.empty() ? kNoMembers : required_[rule];
   }
-  bool IsOnce(int32_t rule) const { return !once_.empty() && once_[rule] != 0; }
-  bool CallsOnce(int32_t rule) const {
-    return !calls_once_.empty() && calls_once_[rule] != 0;
+  bool IsGuarded(int32_t rule) const {
+    return !guard_.empty() && !guard_[rule].empty();
+  }
+  const MemberSet& Guard(int32_t rule) const {
+    return guard_.empty() ? kNoMembers : guard_[rule];
+  }
+  bool IsDispatch(int32_t rule) const {
+    return !dispatch_.empty() && dispatch_[rule] != 0;
+  }
+  bool CallsGuarded(int32_t rule) const {
+    return !calls_guarded_.empty() && calls_guarded_[rule] != 0;
   }
   bool InsideChecking(int32_t rule) const {
     return !inside_checking_.empty() && inside_checking_[rule] != 0;
@@ -206,11 +217,12 @@ class Pda {
            (!member_bit_.empty() &&
             (member_bit_[rule] >= 0 || !required_[rule].empty()));
   }
-  // Marks them (per rule: -1 or the bit; the required bits; nonzero: once);
-  // none leaves the Pda as it was.
+  // Marks them (per rule: -1 or the bit; the required bits; the guard;
+  // nonzero: a dispatch); none leaves the Pda as it was.
   void MarkMembers(const std::vector<int16_t>& member_bit,
                    const std::vector<MemberSet>& required,
-                   const std::vector<uint8_t>& once);
+                   const std::vector<MemberSet>& guard,
+                   const std::vector<uint8_t>& dispatch);
 
   // Which states of `rule` read alike for their next few bytes, whatever
   // lies below them: for k = 0..depth, states of one class at level k accept,
@@ -315,8 +327,9 @@ class Pda {
   static constexpr MemberSet kNoMembers{};
   std::vector<int16_t> member_bit_;
   std::vector<MemberSet> required_;
-  std::vector<uint8_t> once_;
-  std::vector<uint8_t> calls_once_;
+  std::vector<MemberSet> guard_;
+  std::vector<uint8_t> dispatch_;
+  std::vector<uint8_t> calls_guarded_;
   std::vector<uint8_t> inside_checking_;
   std::vector<uint8_t> may_read_checked_;
   // Per rule when some rule counts characters, else empty; per state of a

@@ -350,9 +350,10 @@ CloseFlags Stepper::CloseT(StackPool* pool_in, const int32_t* seeds, size_t n,
       }
       for (const PdaCall* c = pda.CallsBegin(node.state);
            c != pda.CallsEnd(node.state); ++c) {
-        // A member counted once already is not called again.
-        if (pda.IsOnce(c->rule) &&
-            values_.side(id).members.Has(pda.MemberBit(c->rule))) {
+        // A member counted already is not called again, nor a dispatch
+        // whose members all are.
+        if (pda.IsGuarded(c->rule) &&
+            values_.side(id).members.Contains(pda.Guard(c->rule))) {
           continue;
         }
         // A distinct call always has a frame, where its values are kept.
@@ -363,9 +364,11 @@ CloseFlags Stepper::CloseT(StackPool* pool_in, const int32_t* seeds, size_t n,
                 : InternLike(
                       &pool, c->return_state, node.parent, id,
                       distinct ? static_cast<int32_t>(text_.size()) : -1);
-        // A counted string read on by a rule of its own carries its count.
-        work_.push_back(InternLike(&pool, pda.RuleStart(c->rule), ret,
-                                   Counted(node.state) ? id : -1, -1));
+        // A counted string read on by a rule of its own carries its count,
+        // and a dispatch its caller's members.
+        work_.push_back(InternLike(
+            &pool, pda.RuleStart(c->rule), ret,
+            Counted(node.state) || pda.IsDispatch(c->rule) ? id : -1, -1));
       }
     }
   }

@@ -20,12 +20,13 @@
 // walks that classify tokens (and grammars without distinct rules) run the
 // plain code.
 //
-// Counted members (Pda::MemberBit, RequiredMembers, IsOnce) are kept the
+// Counted members (Pda::MemberBit, RequiredMembers, Guard) are kept the
 // same way: a node's side holds the bits its instance has seen; a return
 // from a counted member sets its bit in the caller's frame (a copy of the
 // frame node), a return from a rule with required members goes on only
-// when its frame holds them all, and a once member is not called where its
-// bit is set.
+// when its frame holds them all, and a guarded rule is not called where
+// its guard's bits are all set. A dispatch's nodes hold its caller's bits,
+// and what it calls returns to its caller's frame (tail calls).
 //
 // Characters counted (Pda::MaxChars) likewise: a node of a counted rule's
 // frame holds the characters its string has read so far and where the last

@@ -560,11 +560,6 @@ absl::Status Grammar::Validate() const {
   }
   std::set<std::string_view> names;
   for (const Rule& rule : rules) {
-    if (rule.member_once && rule.member_bit < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("invalid grammar: rule \"", rule.name,
-                       "\" is counted once but has no member bit"));
-    }
     if (rule.max_chars < -1) {
       return absl::InvalidArgumentError(
           absl::StrCat("invalid grammar: rule \"", rule.name,
@@ -574,6 +569,20 @@ absl::Status Grammar::Validate() const {
       return absl::InvalidArgumentError(absl::StrCat(
           "invalid grammar: rule \"", rule.name, "\" has member bit ",
           rule.member_bit, " (0 to ", MemberSet::kMax - 1, ")"));
+    }
+    // A member's rule is guarded by its own bit or not at all.
+    MemberSet own;
+    if (rule.member_bit >= 0) own.Add(rule.member_bit);
+    if (rule.member_bit >= 0 && rule.member_dispatch) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid grammar: rule \"", rule.name,
+                       "\" counts a member but is a dispatch"));
+    }
+    if (rule.member_bit >= 0 && !rule.member_guard.empty() &&
+        rule.member_guard != own) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "invalid grammar: rule \"", rule.name, "\" counts member ",
+          rule.member_bit, " but is guarded by other members"));
     }
     if (!IsValidRuleName(rule.name)) {
       return absl::InvalidArgumentError(
@@ -610,7 +619,8 @@ bool StructurallyEqual(const Grammar& a, const Grammar& b) {
     if (a.rules[i].distinct != b.rules[i].distinct ||
         a.rules[i].member_bit != b.rules[i].member_bit ||
         a.rules[i].required_members != b.rules[i].required_members ||
-        a.rules[i].member_once != b.rules[i].member_once ||
+        a.rules[i].member_guard != b.rules[i].member_guard ||
+        a.rules[i].member_dispatch != b.rules[i].member_dispatch ||
         a.rules[i].max_chars != b.rules[i].max_chars) {
       return false;
     }

@@ -126,12 +126,21 @@ struct Rule {
   // allowed. ToString does not print them.
   int16_t member_bit = -1;
   MemberSet required_members{};
-  // With member_bit: a call of this rule is refused where the caller's
-  // frame already counts its bit (JSON Schema's declared members at most
-  // once, in any order). Exact masks need each such call to begin with a
-  // byte of its own (the separator before a member), so that the byte is
-  // refused with it.
-  bool member_once = false;
+  // A call of a rule with a member_guard is refused where the caller's
+  // frame counts every member of it: with member_bit b, {b} (JSON Schema's
+  // declared members at most once, in any order). Exact masks need each
+  // guarded call from a rule that is not a dispatch to begin with a byte of
+  // its own (the separator before a member), so that the byte is refused
+  // with it.
+  MemberSet member_guard{};
+  // A dispatch (no member_bit) reads a trie of member names: after each
+  // byte that narrows the names it calls a guarded dispatch of the
+  // narrower set, or the one member left. Its frame is its caller's: it
+  // reads the members counted there, and what it calls returns and counts
+  // there, so each of its calls must end it. A name prefix whose members
+  // are all written is then refused at its last byte, and a matcher steps
+  // one stack along the names rather than one per member.
+  bool member_dispatch = false;
   // Characters counted at run time (JSON Schema's maxLength over a pattern
   // or format whose automaton, counted to that length, would be too large):
   // with max_chars >= 0, the rule reads the rest of a JSON string after its

@@ -200,21 +200,23 @@ Grammar MergeEqualRules(Grammar grammar) {
   // Rules with different run-time conditions (distinct, member counting,
   // characters counted) are never one: they start apart, with the classes kept
   // dense (refinement's work grows with their number).
-  if (std::any_of(grammar.rules.begin(), grammar.rules.end(),
-                  [](const Rule& r) {
-                    return r.distinct || r.member_bit >= 0 ||
-                           !r.required_members.empty() || r.max_chars >= 0;
-                  })) {
-    std::map<std::tuple<int32_t, bool, int16_t, MemberSet, bool, int32_t>,
-             int32_t>
+  if (std::any_of(
+          grammar.rules.begin(), grammar.rules.end(), [](const Rule& r) {
+            return r.distinct || r.member_bit >= 0 ||
+                   !r.required_members.empty() || !r.member_guard.empty() ||
+                   r.member_dispatch || r.max_chars >= 0;
+          })) {
+    std::map<
+        std::tuple<int32_t, bool, int16_t, MemberSet, MemberSet, bool, int32_t>,
+        int32_t>
         dense;
     for (int32_t r = 0; r < n; ++r) {
       const Rule& rule = grammar.rules[r];
       cls[r] =
           dense
               .emplace(std::make_tuple(cls[r], rule.distinct, rule.member_bit,
-                                       rule.required_members, rule.member_once,
-                                       rule.max_chars),
+                                       rule.required_members, rule.member_guard,
+                                       rule.member_dispatch, rule.max_chars),
                        static_cast<int32_t>(dense.size()))
               .first->second;
     }

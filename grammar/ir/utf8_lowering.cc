@@ -185,7 +185,8 @@ absl::StatusOr<Grammar> LowerToBytes(const Grammar& grammar,
     copy.distinct = rule.distinct;
     copy.member_bit = rule.member_bit;
     copy.required_members = rule.required_members;
-    copy.member_once = rule.member_once;
+    copy.member_guard = rule.member_guard;
+    copy.member_dispatch = rule.member_dispatch;
     copy.max_chars = rule.max_chars;
   }
   out.root = grammar.root;

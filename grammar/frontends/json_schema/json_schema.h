@@ -24,7 +24,7 @@
 // without maxItems, numbers without bounds or multipleOf: grammar_ir.h's
 // Rule::distinct) beside up to 64 listed scalars (enum, const, null,
 // booleans, a number's zero: each counted once in the array's frame, its
-// Rule::member_once; so any value at all), allOf, anyOf, oneOf
+// Rule::member_guard; so any value at all), allOf, anyOf, oneOf
 // (exact when the branches are provably disjoint, else as "this branch and
 // not the others"), not and if/then/else where the negation is expressible,
 // $ref to $defs, definitions, JSON pointers, $anchor and $id, including

@@ -63,7 +63,7 @@ absl::StatusOr<int32_t> Converter::ArrayExpr(
           for (int32_t r : {first, next}) {
             e_.g().rules[r].member_bit = static_cast<int8_t>(k);
           }
-          e_.g().rules[next].member_once = true;
+          e_.g().rules[next].member_guard.Add(static_cast<int>(k));
           listed.push_back(v);
           listed_first.push_back(e_.Ref(first));
           listed_next.push_back(e_.Ref(next));

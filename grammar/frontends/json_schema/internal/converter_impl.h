@@ -220,7 +220,7 @@ struct SimpleSchema {
 // One position of an array whose items are kept distinct at run time:
 // values that may always grow into new ones, compared as they end
 // (grammar_ir.h's distinct), and listed scalars, each counted once in the
-// array's frame (member_once). The two never share a value.
+// array's frame (member_guard). The two never share a value.
 struct DistinctPosition {
   std::vector<SimpleSchema> endless;
   std::vector<const Json*> listed;
@@ -428,6 +428,22 @@ class Converter {
   absl::StatusOr<std::optional<std::vector<const Json*>>> FiniteValues(
       const TermSet& ts);
   absl::StatusOr<int32_t> ObjectExpr(const ObjectC& o, int depth);
+  // A member of an object in any order, each at most once, as the name
+  // trie reads it after the first: its name's bytes with the closing quote,
+  // and what follows the name.
+  struct NextMember {
+    int bit;
+    std::string quoted;  // the name and the closing quote
+    int32_t after;       // the key separator and the value
+  };
+  // What reads the names of `members` (their first `pos` bytes read already
+  // and alike; names JSON would let escape are not among them, so each has
+  // one spelling and none is a prefix of another): their common run, then
+  // per next byte a call made right after it, of a dispatch for the names
+  // it leaves (guarded by their bits) or of the rule of the one member it
+  // names (its bit counted and guarded), which reads the rest.
+  // Linear in the names' bytes.
+  int32_t NameTrie(const std::vector<const NextMember*>& members, size_t pos);
   // The items allowed at position `i` (the prefix schema, else the rest).
   const TermSet& ItemTerms(const ArrayC& a, size_t i) const {
     return i < a.prefix.size() ? a.prefix[i] : a.rest;

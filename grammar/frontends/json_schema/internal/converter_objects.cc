@@ -1,3 +1,6 @@
+#include <algorithm>
+#include <map>
+
 #include "grammar/base/status_macros.h"
 #include "grammar/frontends/json_schema/internal/converter_impl.h"
 
@@ -16,6 +19,45 @@ constexpr int kMaxKeyPatterns = 64;
 constexpr size_t kMaxKeyClasses = 64;
 
 }  // namespace
+
+int32_t Converter::NameTrie(const std::vector<const NextMember*>& members,
+                            size_t pos) {
+  if (members.size() == 1) {
+    const NextMember& m = *members[0];
+    const int32_t rule = e_.NewRule(
+        "member_next",
+        e_.Seq({e_.Bytes(std::string_view(m.quoted).substr(pos)), m.after}));
+    e_.g().rules[rule].member_bit = static_cast<int16_t>(m.bit);
+    e_.g().rules[rule].member_guard.Add(m.bit);
+    return e_.Ref(rule);
+  }
+  // The run every name shares; names differ and none is a prefix of
+  // another, so they part before any ends.
+  const std::string& first = members[0]->quoted;
+  const size_t from = pos;
+  while (std::all_of(members.begin(), members.end(), [&](const NextMember* m) {
+    return m->quoted[pos] == first[pos];
+  })) {
+    ++pos;
+  }
+  std::map<char, std::vector<const NextMember*>> by_next;
+  for (const NextMember* m : members) by_next[m->quoted[pos]].push_back(m);
+  std::vector<int32_t> branches;
+  for (const auto& [byte, group] : by_next) {
+    int32_t next = NameTrie(group, pos + 1);
+    if (group.size() > 1) {
+      const int32_t rule = e_.NewRule("member_names", next);
+      e_.g().rules[rule].member_dispatch = true;
+      for (const NextMember* m : group) {
+        e_.g().rules[rule].member_guard.Add(m->bit);
+      }
+      next = e_.Ref(rule);
+    }
+    branches.push_back(e_.Seq({e_.Bytes(std::string(1, byte)), next}));
+  }
+  return e_.Seq({e_.Bytes(std::string_view(first).substr(from, pos - from)),
+                 e_.Alt(std::move(branches))});
+}
 
 absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
   // Declared names: every property named by a rule or by `required`. Each
@@ -88,6 +130,7 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
 
   struct Member {
     bool required;
+    std::string name;
     int32_t key;  // the quoted name
     // Per set of witnesses it stands for (0: none), its value; Nothing when
     // none is allowed.
@@ -112,7 +155,7 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
       if (required) return e_.Nothing();
       continue;
     }
-    Member m{required, e_.Quoted(e_.StringContent(k)), {}, {}};
+    Member m{required, k, e_.Quoted(e_.StringContent(k)), {}, {}};
     for (uint32_t as = 0; as <= all_found; ++as) {
       absl::StatusOr<bool> named = witness_name(k, as);
       if (!named.ok()) return loose("patternProperties", named.status());
@@ -293,7 +336,7 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
                        cap <= 0 && num_witnesses == 0 && !repeatable &&
                        num_required <= static_cast<size_t>(kMaxCountedMembers);
   // kAny's objects too large for a state per subset of members written:
-  // each declared member a rule counted once at run time (member_once), the
+  // each declared member a rule counted once at run time (member_guard), the
   // required ones required (grammar_ir.h). Such an object has a member
   // unless it may be empty, so minProperties 1 needs no count.
   const bool once = opt_.order == PropertyOrder::kAny && !small &&
@@ -336,43 +379,63 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
                                         " declared properties at run time)")
                          : ""));
   }
-  for (Member& m : members) {
-    // In any order, every state of which members were written calls the
-    // members not written yet. Written inline, each state would get a trie
-    // of keys of its own (a five-property object: 743 automaton states for
-    // 64), and a state after each key, before its value. A value read at
-    // the member's end is copied into it only when no other rule would
-    // copy it too (compiler.cc, AbsorbedRules).
-    auto with = [&](int32_t value) {
-      if (e_.IsNothing(value)) return value;
-      const int32_t member = e_.Seq({m.key, e_.KeySeparator(), value});
-      return any_order ? e_.Ref(e_.NewRule("member", member)) : member;
-    };
-    for (int32_t value : m.values) m.exprs.push_back(with(value));
-  }
   if (once) {
     // One rule holds the whole object, so that every member returns into a
-    // frame of it. The first member is called once anyway; each later one
-    // begins with its separator, so that a member counted already refuses
-    // the separator too, while the whitespace before it stays the object's
-    // (its closing brace then always follows, or a member it requires).
+    // frame of it. Its names are read by one trie of dispatches
+    // (grammar_ir.h's member_dispatch), each member by one rule called
+    // where its name parts from the others, guarded by its bit, so that a
+    // name prefix is refused once all its members are counted, as is the
+    // separator once every member is, and a matcher steps one stack along
+    // the names, not one per member. The whitespace before the separator
+    // stays the object's (its closing brace then always follows, or a
+    // member it requires).
     std::vector<int32_t> firsts, nexts;
+    std::vector<NextMember> named;
     MemberSet required;
     for (size_t j = 0; j < n; ++j) {
-      const int32_t expr = members[j].exprs[0];
-      if (e_.IsNothing(expr)) {
+      if (e_.IsNothing(members[j].values[0])) {
         if (members[j].required) return e_.Nothing();
         continue;
       }
-      const int32_t first = e_.NewRule("member_first", expr);
+      if (members[j].required) required.Add(static_cast<int>(j));
+      const int32_t after = e_.Seq({e_.KeySeparator(), members[j].values[0]});
+      const std::string& name = members[j].name;
+      if (JsonEmitter::OneSpelling(name)) {
+        named.push_back({static_cast<int>(j), name + "\"", after});
+        continue;
+      }
+      // A name JSON lets escape has several spellings: rules of its own,
+      // the later one beginning with the separator, both reading what
+      // follows the name from one rule.
+      const int32_t value = e_.Ref(e_.NewRule("member_value", after));
+      const int32_t first =
+          e_.NewRule("member_first", e_.Seq({members[j].key, value}));
       const int32_t next = e_.NewRule(
-          "member_next", e_.Seq({e_.ItemSeparatorAfterWs(depth), expr}));
+          "member_next",
+          e_.Seq({e_.ItemSeparatorAfterWs(depth), members[j].key, value}));
       for (int32_t rule : {first, next}) {
         e_.g().rules[rule].member_bit = static_cast<int16_t>(j);
       }
-      e_.g().rules[next].member_once = true;
-      if (members[j].required) required.Add(static_cast<int>(j));
+      e_.g().rules[next].member_guard.Add(static_cast<int>(j));
       firsts.push_back(e_.Ref(first));
+      nexts.push_back(e_.Ref(next));
+    }
+    if (!named.empty()) {
+      std::vector<const NextMember*> all;
+      for (const NextMember& m : named) all.push_back(&m);
+      // The first member reads the trie right after the opening quote;
+      // a later one through a dispatch guarded by every name, which reads
+      // the separator first.
+      const int32_t names = e_.NewRule("member_names", NameTrie(all, 0));
+      e_.g().rules[names].member_dispatch = true;
+      firsts.push_back(e_.Seq({e_.Bytes("\""), e_.Ref(names)}));
+      const int32_t next =
+          e_.NewRule("member_next", e_.Seq({e_.ItemSeparatorAfterWs(depth),
+                                            e_.Bytes("\""), e_.Ref(names)}));
+      e_.g().rules[next].member_dispatch = true;
+      for (const NextMember& m : named) {
+        e_.g().rules[next].member_guard.Add(m.bit);
+      }
       nexts.push_back(e_.Ref(next));
     }
     if (has_other) {
@@ -389,6 +452,20 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
     return e_.Alt({required.empty() && o.min_props <= 0 ? e_.Empty('{', '}')
                                                         : e_.Nothing(),
                    e_.Ref(rule)});
+  }
+  for (Member& m : members) {
+    // In any order, every state of which members were written calls the
+    // members not written yet. Written inline, each state would get a trie
+    // of keys of its own (a five-property object: 743 automaton states for
+    // 64), and a state after each key, before its value. A value read at
+    // the member's end is copied into it only when no other rule would
+    // copy it too (compiler.cc, AbsorbedRules).
+    auto with = [&](int32_t value) {
+      if (e_.IsNothing(value)) return value;
+      const int32_t member = e_.Seq({m.key, e_.KeySeparator(), value});
+      return any_order ? e_.Ref(e_.NewRule("member", member)) : member;
+    };
+    for (int32_t value : m.values) m.exprs.push_back(with(value));
   }
   if (counted) {
     // One rule holds the whole object, so that every member returns into a

@@ -444,6 +444,16 @@ const JsonEmitter::CharForms& JsonEmitter::JsonCharForms(
   return json_chars_.emplace(std::move(key), std::move(f)).first->second;
 }
 
+namespace {
+
+// Whether a code point of a string's contents has other forms than its
+// bytes (an escape JSON asks for or allows).
+bool Escapable(uint32_t cp) {
+  return cp < 0x20 || cp == '"' || cp == '\\' || cp == '/';
+}
+
+}  // namespace
+
 int32_t JsonEmitter::StringContent(std::string_view utf8) {
   std::vector<int32_t> parts;
   std::string run;
@@ -452,7 +462,7 @@ int32_t JsonEmitter::StringContent(std::string_view utf8) {
     size_t start = pos;
     uint32_t cp;
     if (!DecodeUtf8(utf8, &pos, &cp)) return Nothing();
-    if (cp < 0x20 || cp == '"' || cp == '\\' || cp == '/') {
+    if (Escapable(cp)) {
       if (!run.empty()) parts.push_back(Bytes(run));
       run.clear();
       parts.push_back(JsonChar({{cp, cp}}));
@@ -462,6 +472,13 @@ int32_t JsonEmitter::StringContent(std::string_view utf8) {
   }
   if (!run.empty()) parts.push_back(Bytes(run));
   return Seq(parts);
+}
+
+bool JsonEmitter::OneSpelling(std::string_view utf8) {
+  // The escapable code points are ASCII, so no byte of another matches.
+  return std::none_of(utf8.begin(), utf8.end(), [](char c) {
+    return Escapable(static_cast<unsigned char>(c));
+  });
 }
 
 int32_t JsonEmitter::Quoted(int32_t content) {

@@ -123,6 +123,9 @@ class JsonEmitter {
   const CharForms& JsonCharForms(const std::vector<CharRange>& ranges);
   // The contents (no quotes) of a string literal, in canonical forms.
   int32_t StringContent(std::string_view utf8);
+  // Whether StringContent(utf8) has one spelling: its bytes, with no
+  // character JSON asks or allows to escape.
+  static bool OneSpelling(std::string_view utf8);
   int32_t Quoted(int32_t content);
   // A literal JSON value (objects keep their key order; numbers also match
   // with trailing zeros, integers as 1.0).
