@@ -12,6 +12,7 @@
 
 #include "grammar/base/member_set.h"
 #include "grammar/compiler.h"
+#include "grammar/engine/grammar_data.h"
 #include "grammar/frontends/json_schema/json_schema.h"
 #include "grammar/matcher.h"
 #include "grammar/serialize.h"
@@ -767,6 +768,81 @@ TEST(OnceMembers, EveryBitOfAFrameCountsOnce) {
                                          " declared"),
             std::string::npos)
       << over.status();
+}
+
+// Whitespace and the colon after a name are read from the tables: no
+// guarded rule begins with them (a name others extend is called at its
+// closing quote) and no stack they lead to can be stranded by what a frame
+// counted, so a token holding only them is never read for real; `"` and a
+// name's first letter, which may call a member, are. Masks stay exact
+// along random walks in any JSON layout, with names that extend others.
+TEST(OnceMembers, WhitespaceAndColonsAreReadFromTheTables) {
+  const std::set<std::string> declared = {"ab", "abc", "abd", "b",
+                                          "ba", "bb",  "cd",  "d"};
+  std::vector<std::string> tokens;
+  for (char c : std::string("{}[]\",:abcd1 \n")) tokens.push_back({c});
+  for (const char* t : {"  ", "\n  ", " :", "\" :", "\":", "1,", "1 ", "1\n",
+                        ",\"", ", \"", ",\n  \"", "\"ab", "ab", "abc", ",\"a",
+                        "\"\n", "1}", " }", "\"b\" : 1"}) {
+    tokens.push_back(t);
+  }
+  tokens.push_back("</s>");
+  const int32_t eos = static_cast<int32_t>(tokens.size()) - 1;
+  auto vocab = Vocabulary::FromTokens(tokens, {eos}, {eos}, {"ws", {}, 0});
+  ASSERT_TRUE(vocab.ok()) << vocab.status();
+  GrammarCompiler compiler(*vocab);
+  std::string properties;
+  for (const std::string& name : declared) {
+    properties += (properties.empty() ? "\"" : ",\"") + name +
+                  "\":{\"type\":\"integer\"}";
+  }
+  const std::string with = R"({"type":"object","additionalProperties":false,)"
+                           R"("required":["b"],"properties":{)" +
+                           properties + "}}";
+  const std::string without =
+      R"({"type":"object","additionalProperties":false,"properties":{)" +
+      properties + "}}";
+  JsonSchemaOptions options;
+  options.whitespace = JsonWhitespace::kAny;
+  auto compile = [&](const std::string& schema, JsonPropertyOrder order) {
+    options.property_order = order;
+    auto converted = JsonSchemaToGrammar(schema, options);
+    EXPECT_TRUE(converted.ok()) << converted.status();
+    return compiler.Compile(std::move(converted->grammar));
+  };
+  auto once = compile(with, JsonPropertyOrder::kAny);
+  auto plain = compile(without, JsonPropertyOrder::kAnyRepeatable);
+  ASSERT_TRUE(once.ok()) << once.status();
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  const std::vector<uint32_t>& read =
+      once->data().member_checked_bits;  // the tokens read for real
+  ASSERT_FALSE(read.empty()) << "members are not counted at run time";
+  const Vocabulary& v = **vocab;
+  for (int32_t id = 0; id < v.size(); ++id) {
+    const std::string_view b = v.bytes(id);
+    const bool quiet = !v.is_eos(id) && b.find_first_not_of(" \n:") == b.npos;
+    const bool calls =
+        b == "\"" || b == "a" || b == "b" || b == "c" || b == "d" || b == ",";
+    if (!quiet && !calls) continue;
+    EXPECT_EQ(Bit(read, id), calls) << "'" << b << "'";
+  }
+  GrammarMatcher m(*once);
+  ASSERT_TRUE(m.AcceptString("{ \"ab\" : 1 ,\n  \"abc\":1, \"abd\" :1").ok());
+  EXPECT_FALSE(m.AcceptString(" , \"ab").ok());
+  EXPECT_TRUE(m.AcceptString(" , \"b\" :1 }").ok());
+  testing::DirectReadingWalk walk;
+  walk.seed = 5;
+  walk.walks = 200;
+  walk.steps = 60;
+  walk.pick = [&](const std::vector<int32_t>& allowed, int, std::mt19937& rng) {
+    return allowed[rng() % allowed.size()];
+  };
+  testing::WalkAgainstADirectReading(
+      *once, *plain, walk,
+      [&](const std::string& text) {
+        return OnceObjectsCanGoOn(text, 0, true, declared, {"b"});
+      },
+      with);
 }
 
 }  // namespace

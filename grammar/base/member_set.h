@@ -21,6 +21,9 @@ class MemberSet {
 
   bool Has(int bit) const { return words_[bit >> 6] >> (bit & 63) & 1; }
   void Add(int bit) { words_[bit >> 6] |= uint64_t{1} << (bit & 63); }
+  void AddAll(const MemberSet& other) {
+    for (int k = 0; k < kWords; ++k) words_[k] |= other.words_[k];
+  }
   // Whether every bit of `other` is in this set.
   bool Contains(const MemberSet& other) const {
     for (int k = 0; k < kWords; ++k) {

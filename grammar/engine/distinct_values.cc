@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "grammar/base/member_set.h"
 #include "grammar/base/scc.h"
 
 namespace grammard::grammar::internal {
@@ -227,6 +228,161 @@ absl::Status CheckDistinctValuesEndless(const Pda& pda) {
 
 namespace {
 
+// Members some continuation of a state may call, a call being refused only
+// where its guard is all counted: `all` where a way on needs no member (the
+// state may end its rule, reads bytes outside a dispatch, which the front
+// end keeps going, or calls an unguarded rule that is no dispatch).
+struct Cover {
+  bool all = false;
+  MemberSet members;
+  void Add(const Cover& c) {
+    all = all || c.all;
+    members.AddAll(c.members);
+  }
+  friend bool operator==(const Cover& a, const Cover& b) {
+    return a.all == b.all && a.members == b.members;
+  }
+};
+
+// What is known of a frame's members in a state: nothing (kNone), that
+// none is counted (kFresh), or that some member of `guard` is not.
+struct Known {
+  enum Kind { kNone, kFresh, kGuard } kind = kFresh;
+  MemberSet guard;
+};
+
+// Per state: whether some frame's members may leave a stack in it no way
+// on (every call it could go on with refused, at once or after bytes of
+// its own). A dispatch's frame is its caller's as it was when the
+// dispatch was called: a guarded one was called because some member of its
+// guard was not counted, and nothing returns into it (every call from it is
+// a tail call), so a state is safe where every member of the guard is one
+// some continuation may call. An unguarded dispatch knows what its callers
+// know. A state of another rule knows its frame empty until a call that may
+// count a member (a counted member or a dispatch) returns into it.
+std::vector<uint8_t> MayStrand(const Pda& pda) {
+  const int32_t n = pda.num_states();
+  auto successors = [&](int32_t s, auto&& visit) {
+    int32_t last = Pda::kDead;
+    for (int32_t c = 0; c < pda.num_byte_classes(); ++c) {
+      const int32_t t = pda.Next(s, pda.ClassByte(c));
+      if (t != Pda::kDead && t != last) visit(t);
+      last = t;
+    }
+  };
+  // A rule a counted string calls starts with its caller's side (members
+  // too), so only the others start fresh.
+  std::vector<uint8_t> starts_fresh(pda.num_rules(), 1);
+  for (int32_t s = 0; s < n; ++s) {
+    for (const PdaCall* c = pda.CallsBegin(s); c != pda.CallsEnd(s); ++c) {
+      if (pda.MaxChars(pda.StateRule(s)) >= 0) starts_fresh[c->rule] = 0;
+    }
+  }
+  std::vector<uint8_t> fresh(n, 0);
+  std::vector<int32_t> work;
+  for (int32_t r = 0; r < pda.num_rules(); ++r) {
+    if (pda.IsDispatch(r) || !starts_fresh[r]) continue;
+    fresh[pda.RuleStart(r)] = 1;
+    work.push_back(pda.RuleStart(r));
+  }
+  while (!work.empty()) {
+    const int32_t s = work.back();
+    work.pop_back();
+    auto reach = [&](int32_t t) {
+      if (!fresh[t]) {
+        fresh[t] = 1;
+        work.push_back(t);
+      }
+    };
+    successors(s, reach);
+    for (const PdaCall* c = pda.CallsBegin(s); c != pda.CallsEnd(s); ++c) {
+      if (pda.MemberBit(c->rule) < 0 && !pda.IsDispatch(c->rule)) {
+        reach(c->return_state);
+      }
+    }
+  }
+  // What each dispatch knows: a guarded one its guard; an unguarded one
+  // what every caller knows, kNone where a caller is another unguarded
+  // dispatch (the front end makes none).
+  std::vector<Known> known(pda.num_rules());
+  for (int32_t r = 0; r < pda.num_rules(); ++r) {
+    if (pda.IsGuarded(r)) known[r] = {Known::kGuard, pda.Guard(r)};
+  }
+  for (int32_t s = 0; s < n; ++s) {
+    const int32_t rule = pda.StateRule(s);
+    for (const PdaCall* c = pda.CallsBegin(s); c != pda.CallsEnd(s); ++c) {
+      Known& k = known[c->rule];
+      if (!pda.IsDispatch(c->rule) || pda.IsGuarded(c->rule) ||
+          k.kind == Known::kNone) {
+        continue;
+      }
+      if (pda.IsDispatch(rule) && pda.IsGuarded(rule)) {
+        k.kind = Known::kGuard;
+        k.guard.AddAll(pda.Guard(rule));
+      } else if (pda.IsDispatch(rule) || !fresh[s]) {
+        k.kind = Known::kNone;
+      }
+    }
+  }
+  std::vector<uint8_t> doomable(n, 0);
+  std::vector<uint8_t> bad_start(pda.num_rules(), 0);
+  for (bool changed = true; changed;) {
+    // The least covers: a guarded call covers its guard unless the
+    // dispatch it calls may strand at its start.
+    std::vector<Cover> cover(n);
+    std::vector<int32_t> open;  // the states whose cover may still grow
+    for (int32_t s = 0; s < n; ++s) {
+      if (pda.IsFinal(s) ||
+          (!pda.IsDispatch(pda.StateRule(s)) && pda.HasBytes(s))) {
+        cover[s].all = true;
+      } else {
+        open.push_back(s);
+      }
+    }
+    for (bool grew = true; grew;) {
+      grew = false;
+      for (int32_t s : open) {
+        Cover c = cover[s];
+        if (c.all) continue;
+        if (pda.IsDispatch(pda.StateRule(s))) {
+          successors(s, [&](int32_t t) { c.Add(cover[t]); });
+        }
+        for (const PdaCall* call = pda.CallsBegin(s); call != pda.CallsEnd(s);
+             ++call) {
+          if (pda.IsGuarded(call->rule)) {
+            if (!bad_start[call->rule]) c.members.AddAll(pda.Guard(call->rule));
+          } else if (pda.IsDispatch(call->rule)) {
+            c.Add(cover[pda.RuleStart(call->rule)]);
+          } else {
+            c.all = true;
+          }
+        }
+        if (!(c == cover[s])) {
+          cover[s] = c;
+          grew = true;
+        }
+      }
+    }
+    changed = false;
+    for (int32_t s = 0; s < n; ++s) {
+      const int32_t rule = pda.StateRule(s);
+      const Known k = pda.IsDispatch(rule)
+                          ? known[rule]
+                          : Known{fresh[s] ? Known::kFresh : Known::kNone, {}};
+      doomable[s] =
+          !cover[s].all &&
+          (k.kind == Known::kNone ||
+           (k.kind == Known::kGuard && !cover[s].members.Contains(k.guard)));
+      if (doomable[s] && s == pda.RuleStart(rule) && pda.IsGuarded(rule) &&
+          pda.IsDispatch(rule) && !bad_start[rule]) {
+        bad_start[rule] = 1;
+        changed = true;
+      }
+    }
+  }
+  return doomable;
+}
+
 // The bytes that, read from a state of a rule `from` marks, may end a rule
 // `ends` marks, or a rule whose end ends one: called from one (or from such
 // a rule) into a state that may end.
@@ -355,12 +511,15 @@ std::vector<uint32_t> TokensThatMayCheckMembers(const Pda& pda,
       }
     }
   }
-  // And every byte a dispatch reads: a token that strands a dispatch's
-  // state (its calls refused) read one on the way.
+  // And every byte that leads into a state a frame's members may strand.
+  const std::vector<uint8_t> doomable = MayStrand(pda);
   for (int32_t s = 0; s < pda.num_states(); ++s) {
-    if (!pda.IsDispatch(pda.StateRule(s))) continue;
-    for (int b = 0; b < 256; ++b) {
-      if (pda.Next(s, static_cast<uint8_t>(b)) != Pda::kDead) bytes[b] = true;
+    for (int32_t c = 0; c < pda.num_byte_classes(); ++c) {
+      const int32_t t = pda.Next(s, pda.ClassByte(c));
+      if (t == Pda::kDead || !doomable[t]) continue;
+      for (int b = 0; b < 256; ++b) {
+        if (pda.Next(s, static_cast<uint8_t>(b)) == t) bytes[b] = true;
+      }
     }
   }
   std::vector<uint32_t> bits(index.all_bits().size(), 0);

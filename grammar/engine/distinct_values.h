@@ -55,19 +55,26 @@ std::vector<int32_t> TokensThatMayEndValues(const Pda& pda,
 // checking members and calls none that is (a string, a number) cannot end
 // one or call a guarded one on the way, and its own tables hold. Inside a
 // dispatch a refused call may strand its caller (a name prefix of written
-// members only): a token reaching it read a byte of that dispatch, so it is
-// read for real (TokensThatMayCheckMembers). Every call of a dispatch must
-// end it (Pda::IsTailCall), so that what it calls counts in its caller's
-// frame. InvalidArgument naming the rule when some call breaks these; OK
-// without such rules.
+// members only): a token ending there read a byte that leads into such a
+// state, so it is read for real (TokensThatMayCheckMembers). Every call of a
+// dispatch must end it (Pda::IsTailCall), so that what it calls counts in its
+// caller's frame. InvalidArgument naming the rule when some call breaks these;
+// OK without such rules.
 absl::Status CheckRequiredMembersEndOnBytes(const Pda& pda);
 
 // The tokens holding a byte that may end a rule with required members (an
-// object's closing brace) or that a guarded rule may read first (the
-// separator before a member, a character of a name after a dispatch's
-// branch), a bit per id of the vocabulary: where a frame below lacks some
-// or has counted some, only they need reading for real. Empty without such
-// rules.
+// object's closing brace), that a guarded rule may read first (the
+// separator before a member, a name's closing quote where others extend
+// it), or that leads into a state some frame's members may strand (a
+// character of a name where a dispatch branches): a bit per id of the
+// vocabulary. Where a frame below lacks some or has counted some, only
+// they need reading for real. A state may strand where no continuation
+// needs no member and the members its continuations may call do not cover
+// what is known of the frame (a guarded dispatch: some member of its guard
+// is not counted; a state of another rule before a member returns into it:
+// none is). Whitespace and the colon after a name are none of these, so a
+// token that ends a number in whitespace is read from the tables. Empty
+// without such rules.
 std::vector<uint32_t> TokensThatMayCheckMembers(const Pda& pda,
                                                 const TokenIndex& index);
 

@@ -44,6 +44,14 @@ int32_t Converter::NameTrie(const std::vector<const NextMember*>& members,
   for (const NextMember* m : members) by_next[m->quoted[pos]].push_back(m);
   std::vector<int32_t> branches;
   for (const auto& [byte, group] : by_next) {
+    // A name others extend ends here: its rule reads the closing quote
+    // itself, so that what follows a name (whitespace, the colon) is never
+    // the first byte of a guarded rule, which every token holding it would
+    // make a token to read for real (engine/distinct_values.h).
+    if (byte == '"') {
+      branches.push_back(NameTrie(group, pos));
+      continue;
+    }
     int32_t next = NameTrie(group, pos + 1);
     if (group.size() > 1) {
       const int32_t rule = e_.NewRule("member_names", next);
