@@ -203,8 +203,13 @@ void GrammarMatcher::PlanMask() {
     // (CheckRequiredMembersEndOnBytes): its sets hold until a level read in
     // such a rule, and above it.
     bool level_risky = risky(*it);
+    const uint32_t* checked =
+        (data.pda.IsDispatch(data.pda.StateRule(node.state))
+             ? data.member_checked.in_dispatch
+             : data.member_checked.outside_dispatch)
+            .data();
     if (level_risky && !t->accepted.empty()) {
-      risky_sets_.push_back(&t->accepted);
+      risky_sets_.push_back({&t->accepted, checked});
     }
     // Below the root rule's frame nothing may follow.
     if (t->uncertain.empty() || node.parent == kBottom) continue;
@@ -218,7 +223,7 @@ void GrammarMatcher::PlanMask() {
       if (!ctx->accepted.empty()) sets_.push_back(&ctx->accepted);
       level_risky = level_risky || risky(caller);
       if (level_risky && !ctx->accepted.empty()) {
-        risky_sets_.push_back(&ctx->accepted);
+        risky_sets_.push_back({&ctx->accepted, checked});
       }
       pending = &ctx->uncertain;
       caller = pool_[caller].parent;
@@ -347,9 +352,8 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
     // Likewise a token that may end a rule requiring members or call a once
     // member, from the sets of the levels that may (PlanMask).
     reading_.clear();
-    for (const internal::TokenSet* set : risky_sets_) {
-      set->TakeFrom(row, grammar_.data().member_checked_bits.data(), words,
-                    &reading_);
+    for (const auto& [set, checked] : risky_sets_) {
+      set->TakeFrom(row, checked, words, &reading_);
     }
     const bool keyed = CheckKey(&next_check_key_);
     if (keyed && !check_key_.empty() && next_check_key_ == check_key_) {

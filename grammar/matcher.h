@@ -178,9 +178,11 @@ class GrammarMatcher {
   bool in_value_ = false;
   // Whether a token may end a rule lacking required members or call a once
   // member counted already (or do so in a frame that may start within the
-  // token), and the sets of sets_ that may hold such tokens: PlanMask's.
+  // token), and the sets of sets_ that may hold such tokens, each with the
+  // tokens that may check members from its stack's top: PlanMask's.
   bool checking_ = false;
-  std::vector<const internal::TokenSet*> risky_sets_;
+  std::vector<std::pair<const internal::TokenSet*, const uint32_t*>>
+      risky_sets_;
   // The last real read of checking_'s tokens: the stacks it read them from
   // (CheckKey) and those it allowed. A string inside a counted object reads
   // the same tokens from the same stacks at each of its steps, and nothing

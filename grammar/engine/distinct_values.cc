@@ -251,6 +251,11 @@ struct Known {
   MemberSet guard;
 };
 
+struct Strands {
+  std::vector<uint8_t> fresh;     // per state: its frame counts no member
+  std::vector<uint8_t> doomable;  // per state: some frame may strand it
+};
+
 // Per state: whether some frame's members may leave a stack in it no way
 // on (every call it could go on with refused, at once or after bytes of
 // its own). A dispatch's frame is its caller's as it was when the
@@ -260,7 +265,7 @@ struct Known {
 // some continuation may call. An unguarded dispatch knows what its callers
 // know. A state of another rule knows its frame empty until a call that may
 // count a member (a counted member or a dispatch) returns into it.
-std::vector<uint8_t> MayStrand(const Pda& pda) {
+Strands MayStrand(const Pda& pda) {
   const int32_t n = pda.num_states();
   auto successors = [&](int32_t s, auto&& visit) {
     int32_t last = Pda::kDead;
@@ -380,7 +385,7 @@ std::vector<uint8_t> MayStrand(const Pda& pda) {
       }
     }
   }
-  return doomable;
+  return {std::move(fresh), std::move(doomable)};
 }
 
 // The bytes that, read from a state of a rule `from` marks, may end a rule
@@ -476,57 +481,88 @@ absl::Status CheckRequiredMembersEndOnBytes(const Pda& pda) {
   return absl::OkStatus();
 }
 
-std::vector<uint32_t> TokensThatMayCheckMembers(const Pda& pda,
-                                                const TokenIndex& index) {
+MemberCheckedTokens TokensThatMayCheckMembers(const Pda& pda,
+                                              const TokenIndex& index) {
   if (!pda.has_members()) return {};
   std::vector<uint8_t> ends(pda.num_rules(), 0);
   for (int32_t r = 0; r < pda.num_rules(); ++r) {
     ends[r] = !pda.RequiredMembers(r).empty();
   }
-  std::array<bool, 256> bytes =
+  // Bytes that check members wherever a token starts, and those that do so
+  // only within a dispatch (a token entering one from outside reads a byte
+  // of the first kind on the way, or enters with its frame empty).
+  std::array<bool, 256> outside =
       EndingBytes(pda, std::move(ends), [](int32_t) { return true; });
-  // The bytes a guarded rule may read first: from its start state, through
-  // calls and the states they return to (read as if every callee could
-  // match nothing, which only adds bytes).
-  std::vector<uint8_t> seen(pda.num_states(), 0);
-  std::vector<int32_t> work;
-  for (int32_t r = 0; r < pda.num_rules(); ++r) {
-    if (pda.IsGuarded(r) && !seen[pda.RuleStart(r)]) {
-      seen[pda.RuleStart(r)] = 1;
-      work.push_back(pda.RuleStart(r));
+  std::array<bool, 256> inside = outside;
+  const Strands strands = MayStrand(pda);
+  // The bytes a rule may read first: from its start state, through calls
+  // and the states they return to (read as if every callee could match
+  // nothing, which only adds bytes). Those of guarded rules, and of
+  // unguarded dispatches called where a member may have been counted.
+  std::vector<uint8_t> from_outside(pda.num_rules(), 0);
+  std::vector<uint8_t> from_inside(pda.num_rules(), 0);
+  for (int32_t s = 0; s < pda.num_states(); ++s) {
+    const bool in_dispatch = pda.IsDispatch(pda.StateRule(s));
+    for (const PdaCall* c = pda.CallsBegin(s); c != pda.CallsEnd(s); ++c) {
+      if (!pda.IsGuarded(c->rule) &&
+          (!pda.IsDispatch(c->rule) || in_dispatch || strands.fresh[s])) {
+        continue;
+      }
+      (in_dispatch ? from_inside : from_outside)[c->rule] = 1;
     }
   }
-  while (!work.empty()) {
-    const int32_t s = work.back();
-    work.pop_back();
-    for (int b = 0; b < 256; ++b) {
-      if (pda.Next(s, static_cast<uint8_t>(b)) != Pda::kDead) bytes[b] = true;
+  auto first_bytes = [&](const std::vector<uint8_t>& rules,
+                         std::array<bool, 256>* bytes) {
+    std::vector<uint8_t> seen(pda.num_states(), 0);
+    std::vector<int32_t> work;
+    for (int32_t r = 0; r < pda.num_rules(); ++r) {
+      if (rules[r] && !seen[pda.RuleStart(r)]) {
+        seen[pda.RuleStart(r)] = 1;
+        work.push_back(pda.RuleStart(r));
+      }
     }
-    for (const PdaCall* c = pda.CallsBegin(s); c != pda.CallsEnd(s); ++c) {
-      for (int32_t t : {pda.RuleStart(c->rule), c->return_state}) {
-        if (!seen[t]) {
-          seen[t] = 1;
-          work.push_back(t);
+    while (!work.empty()) {
+      const int32_t s = work.back();
+      work.pop_back();
+      for (int b = 0; b < 256; ++b) {
+        if (pda.Next(s, static_cast<uint8_t>(b)) != Pda::kDead) {
+          (*bytes)[b] = true;
+        }
+      }
+      for (const PdaCall* c = pda.CallsBegin(s); c != pda.CallsEnd(s); ++c) {
+        for (int32_t t : {pda.RuleStart(c->rule), c->return_state}) {
+          if (!seen[t]) {
+            seen[t] = 1;
+            work.push_back(t);
+          }
         }
       }
     }
-  }
+  };
+  first_bytes(from_outside, &outside);
+  first_bytes(from_outside, &inside);
+  first_bytes(from_inside, &inside);
   // And every byte that leads into a state a frame's members may strand.
-  const std::vector<uint8_t> doomable = MayStrand(pda);
   for (int32_t s = 0; s < pda.num_states(); ++s) {
     for (int32_t c = 0; c < pda.num_byte_classes(); ++c) {
       const int32_t t = pda.Next(s, pda.ClassByte(c));
-      if (t == Pda::kDead || !doomable[t]) continue;
+      if (t == Pda::kDead || !strands.doomable[t]) continue;
+      const bool in_dispatch = pda.IsDispatch(pda.StateRule(t));
       for (int b = 0; b < 256; ++b) {
-        if (pda.Next(s, static_cast<uint8_t>(b)) == t) bytes[b] = true;
+        if (pda.Next(s, static_cast<uint8_t>(b)) != t) continue;
+        inside[b] = true;
+        if (!in_dispatch) outside[b] = true;
       }
     }
   }
-  std::vector<uint32_t> bits(index.all_bits().size(), 0);
-  for (int32_t id : TokensHolding(index, bytes)) {
-    bits[id >> 5] |= 1u << (id & 31);
-  }
-  return bits;
+  auto bits = [&](const std::array<bool, 256>& bytes) {
+    std::vector<uint32_t> out(index.all_bits().size(), 0);
+    for (int32_t id : TokensHolding(index, bytes)) {
+      out[id >> 5] |= 1u << (id & 31);
+    }
+    return out;
+  };
+  return {bits(outside), bits(inside)};
 }
 
 }  // namespace grammard::grammar::internal

@@ -66,17 +66,25 @@ absl::Status CheckRequiredMembersEndOnBytes(const Pda& pda);
 // object's closing brace), that a guarded rule may read first (the
 // separator before a member, a name's closing quote where others extend
 // it), or that leads into a state some frame's members may strand (a
-// character of a name where a dispatch branches): a bit per id of the
-// vocabulary. Where a frame below lacks some or has counted some, only
+// character of a name where a dispatch branches), a bit per id of the
+// vocabulary: where a frame below lacks some or has counted some, only
 // they need reading for real. A state may strand where no continuation
 // needs no member and the members its continuations may call do not cover
 // what is known of the frame (a guarded dispatch: some member of its guard
-// is not counted; a state of another rule before a member returns into it:
-// none is). Whitespace and the colon after a name are none of these, so a
-// token that ends a number in whitespace is read from the tables. Empty
-// without such rules.
-std::vector<uint32_t> TokensThatMayCheckMembers(const Pda& pda,
-                                                const TokenIndex& index);
+// is not counted; a state of another rule before a member returns into
+// it: none is). A token read from a stack whose top is outside a dispatch
+// enters one only through a guarded call (its first byte) or with its
+// frame empty, so there only the bytes that check members outside
+// dispatches count: a string's closing quote or a name's letters do not.
+// Whitespace and the colon after a name count nowhere, so a token that
+// ends a number in whitespace is read from the tables. Empty without such
+// rules.
+struct MemberCheckedTokens {
+  std::vector<uint32_t> outside_dispatch;  // for a stack top outside one
+  std::vector<uint32_t> in_dispatch;       // for a stack top in one
+};
+MemberCheckedTokens TokensThatMayCheckMembers(const Pda& pda,
+                                              const TokenIndex& index);
 
 }  // namespace grammard::grammar::internal
 

@@ -28,7 +28,7 @@ struct GrammarData {
         pda(std::move(pda_in)),
         table(pda, *index),
         value_ending_tokens(TokensThatMayEndValues(pda, *index)),
-        member_checked_bits(TokensThatMayCheckMembers(pda, *index)) {}
+        member_checked(TokensThatMayCheckMembers(pda, *index)) {}
 
   std::shared_ptr<const TokenIndex> index;
   Pda pda;
@@ -39,7 +39,7 @@ struct GrammarData {
   std::vector<int32_t> value_ending_tokens;
   // With counted members, the tokens a matcher reads for real where a frame
   // lacks some or has counted some (distinct_values.h), a bit per id.
-  std::vector<uint32_t> member_checked_bits;
+  MemberCheckedTokens member_checked;
 };
 
 // The data of a grammar just compiled: states grouped, none classified yet.
