@@ -204,10 +204,9 @@ void GrammarMatcher::PlanMask() {
     // such a rule, and above it.
     bool level_risky = risky(*it);
     const uint32_t* checked =
-        (data.pda.IsDispatch(data.pda.StateRule(node.state))
-             ? data.member_checked.in_dispatch
-             : data.member_checked.outside_dispatch)
-            .data();
+        checking_ ? data.member_checked.For(data.pda, node.state,
+                                            stepper_.values().side(*it).members)
+                  : nullptr;
     if (level_risky && !t->accepted.empty()) {
       risky_sets_.push_back({&t->accepted, checked});
     }

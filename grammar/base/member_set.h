@@ -31,6 +31,12 @@ class MemberSet {
     }
     return true;
   }
+  bool Intersects(const MemberSet& other) const {
+    for (int k = 0; k < kWords; ++k) {
+      if ((words_[k] & other.words_[k]) != 0) return true;
+    }
+    return false;
+  }
   bool empty() const {
     for (uint64_t w : words_) {
       if (w != 0) return false;

@@ -283,10 +283,20 @@ Strands MayStrand(const Pda& pda) {
       if (pda.MaxChars(pda.StateRule(s)) >= 0) starts_fresh[c->rule] = 0;
     }
   }
+  // Only a rule calling a dispatch may have a state it matters for: a
+  // state of another rule calls no dispatch, and reads bytes, ends or calls
+  // a rule that is none (a guarded call needs a byte of its own beside it,
+  // CheckRequiredMembersEndOnBytes), so it cannot strand.
+  std::vector<uint8_t> calls_dispatch(pda.num_rules(), 0);
+  for (int32_t s = 0; s < n; ++s) {
+    for (const PdaCall* c = pda.CallsBegin(s); c != pda.CallsEnd(s); ++c) {
+      if (pda.IsDispatch(c->rule)) calls_dispatch[pda.StateRule(s)] = 1;
+    }
+  }
   std::vector<uint8_t> fresh(n, 0);
   std::vector<int32_t> work;
   for (int32_t r = 0; r < pda.num_rules(); ++r) {
-    if (pda.IsDispatch(r) || !starts_fresh[r]) continue;
+    if (pda.IsDispatch(r) || !starts_fresh[r] || !calls_dispatch[r]) continue;
     fresh[pda.RuleStart(r)] = 1;
     work.push_back(pda.RuleStart(r));
   }
@@ -346,7 +356,10 @@ Strands MayStrand(const Pda& pda) {
     }
     for (bool grew = true; grew;) {
       grew = false;
-      for (int32_t s : open) {
+      // Backwards: states mostly move to later ones (a trie's, a rule's),
+      // so a round or two settles them.
+      for (auto it = open.rbegin(); it != open.rend(); ++it) {
+        const int32_t s = *it;
         Cover c = cover[s];
         if (c.all) continue;
         if (pda.IsDispatch(pda.StateRule(s))) {
@@ -511,8 +524,8 @@ MemberCheckedTokens TokensThatMayCheckMembers(const Pda& pda,
       (in_dispatch ? from_inside : from_outside)[c->rule] = 1;
     }
   }
-  auto first_bytes = [&](const std::vector<uint8_t>& rules,
-                         std::array<bool, 256>* bytes) {
+  auto first_bytes = [&](const std::vector<uint8_t>& rules) {
+    std::vector<uint8_t> classes(pda.num_byte_classes(), 0);
     std::vector<uint8_t> seen(pda.num_states(), 0);
     std::vector<int32_t> work;
     for (int32_t r = 0; r < pda.num_rules(); ++r) {
@@ -524,10 +537,8 @@ MemberCheckedTokens TokensThatMayCheckMembers(const Pda& pda,
     while (!work.empty()) {
       const int32_t s = work.back();
       work.pop_back();
-      for (int b = 0; b < 256; ++b) {
-        if (pda.Next(s, static_cast<uint8_t>(b)) != Pda::kDead) {
-          (*bytes)[b] = true;
-        }
+      for (int32_t c = 0; c < pda.num_byte_classes(); ++c) {
+        if (pda.Next(s, pda.ClassByte(c)) != Pda::kDead) classes[c] = 1;
       }
       for (const PdaCall* c = pda.CallsBegin(s); c != pda.CallsEnd(s); ++c) {
         for (int32_t t : {pda.RuleStart(c->rule), c->return_state}) {
@@ -538,22 +549,72 @@ MemberCheckedTokens TokensThatMayCheckMembers(const Pda& pda,
         }
       }
     }
+    std::array<bool, 256> bytes{};
+    for (int b = 0; b < 256; ++b) {
+      bytes[b] = classes[pda.ByteClass(static_cast<uint8_t>(b))] != 0;
+    }
+    return bytes;
   };
-  first_bytes(from_outside, &outside);
-  first_bytes(from_outside, &inside);
-  first_bytes(from_inside, &inside);
-  // And every byte that leads into a state a frame's members may strand.
+  const std::array<bool, 256> first_outside = first_bytes(from_outside);
+  const std::array<bool, 256> first_inside = first_bytes(from_inside);
+  for (int b = 0; b < 256; ++b) {
+    outside[b] = outside[b] || first_outside[b];
+    inside[b] = inside[b] || first_outside[b] || first_inside[b];
+  }
+  // And every byte that leads into a state a frame's members may strand
+  // (from a state of its rule: byte moves stay in one).
+  std::vector<uint8_t> may_strand(pda.num_rules(), 0);
+  for (int32_t t = 0; t < pda.num_states(); ++t) {
+    if (strands.doomable[t]) may_strand[pda.StateRule(t)] = 1;
+  }
   for (int32_t s = 0; s < pda.num_states(); ++s) {
+    if (!may_strand[pda.StateRule(s)]) continue;
     for (int32_t c = 0; c < pda.num_byte_classes(); ++c) {
       const int32_t t = pda.Next(s, pda.ClassByte(c));
       if (t == Pda::kDead || !strands.doomable[t]) continue;
       const bool in_dispatch = pda.IsDispatch(pda.StateRule(t));
       for (int b = 0; b < 256; ++b) {
-        if (pda.Next(s, static_cast<uint8_t>(b)) != t) continue;
+        if (pda.ByteClass(static_cast<uint8_t>(b)) != c) continue;
         inside[b] = true;
         if (!in_dispatch) outside[b] = true;
       }
     }
+  }
+  // Per state of a dispatch, the guards of every call it may still make,
+  // through its own bytes and the dispatches it calls.
+  std::vector<int32_t> dispatch_states;
+  std::vector<int32_t> at(pda.num_states(), -1);
+  for (int32_t s = 0; s < pda.num_states(); ++s) {
+    if (pda.IsDispatch(pda.StateRule(s))) {
+      at[s] = static_cast<int32_t>(dispatch_states.size());
+      dispatch_states.push_back(s);
+    }
+  }
+  std::vector<MemberSet> reach(dispatch_states.size());
+  for (bool grew = true; grew;) {
+    grew = false;
+    // Backwards, as MayStrand's covers.
+    for (size_t i = dispatch_states.size(); i-- > 0;) {
+      const int32_t s = dispatch_states[i];
+      MemberSet r = reach[i];
+      for (int32_t c = 0; c < pda.num_byte_classes(); ++c) {
+        const int32_t t = pda.Next(s, pda.ClassByte(c));
+        if (t != Pda::kDead && at[t] >= 0) r.AddAll(reach[at[t]]);
+      }
+      for (const PdaCall* c = pda.CallsBegin(s); c != pda.CallsEnd(s); ++c) {
+        r.AddAll(pda.Guard(c->rule));
+        const int32_t start = pda.RuleStart(c->rule);
+        if (at[start] >= 0) r.AddAll(reach[at[start]]);
+      }
+      if (r != reach[i]) {
+        reach[i] = r;
+        grew = true;
+      }
+    }
+  }
+  MemberCheckedTokens out;
+  for (size_t i = 0; i < dispatch_states.size(); ++i) {
+    out.reach.emplace_back(dispatch_states[i], reach[i]);
   }
   auto bits = [&](const std::array<bool, 256>& bytes) {
     std::vector<uint32_t> out(index.all_bits().size(), 0);
@@ -562,7 +623,21 @@ MemberCheckedTokens TokensThatMayCheckMembers(const Pda& pda,
     }
     return out;
   };
-  return {bits(outside), bits(inside)};
+  out.outside_dispatch = bits(outside);
+  out.in_dispatch = bits(inside);
+  return out;
+}
+
+const uint32_t* MemberCheckedTokens::For(const Pda& pda, int32_t state,
+                                         const MemberSet& members) const {
+  if (!pda.IsDispatch(pda.StateRule(state))) return outside_dispatch.data();
+  const auto it = std::lower_bound(reach.begin(), reach.end(), state,
+                                   [](const std::pair<int32_t, MemberSet>& e,
+                                      int32_t s) { return e.first < s; });
+  return it != reach.end() && it->first == state &&
+                 !members.Intersects(it->second)
+             ? outside_dispatch.data()
+             : in_dispatch.data();
 }
 
 }  // namespace grammard::grammar::internal

@@ -24,9 +24,11 @@
 #define GRAMMARD_GRAMMAR_ENGINE_DISTINCT_VALUES_H_
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "grammar/base/member_set.h"
 #include "grammar/engine/pda.h"
 #include "grammar/engine/token_index.h"
 
@@ -79,9 +81,17 @@ absl::Status CheckRequiredMembersEndOnBytes(const Pda& pda);
 // Whitespace and the colon after a name count nowhere, so a token that
 // ends a number in whitespace is read from the tables. Empty without such
 // rules.
+// A stack top in a dispatch whose frame has counted none of the members
+// that the dispatch may still call from its state (`reach`, by state) is
+// read as one outside: no call on its way can be refused.
 struct MemberCheckedTokens {
   std::vector<uint32_t> outside_dispatch;  // for a stack top outside one
   std::vector<uint32_t> in_dispatch;       // for a stack top in one
+  std::vector<std::pair<int32_t, MemberSet>> reach;  // sorted by state
+
+  // The filter for a stack top in `state` whose frame counted `members`.
+  const uint32_t* For(const Pda& pda, int32_t state,
+                      const MemberSet& members) const;
 };
 MemberCheckedTokens TokensThatMayCheckMembers(const Pda& pda,
                                               const TokenIndex& index);
