@@ -468,6 +468,26 @@ TEST(EngineTest, TokensReadTogetherReachWhatEachReachesAlone) {
   EXPECT_GT(looping, 100);  // sets that read a byte back into themselves
 }
 
+TEST(EngineTest, TokensWithAByteAreThoseWhoseBytesHoldIt) {
+  // Against a direct reading of every token, on random vocabularies, for
+  // bytes held by some tokens and by none (a special token holds none).
+  std::mt19937 rng(13);
+  for (int trial = 0; trial < 20; ++trial) {
+    const std::shared_ptr<const Vocabulary> vocab = RandomVocab(&rng);
+    const TokenIndex index(vocab);
+    for (char byte : std::string("abcdez<")) {
+      const std::vector<uint32_t>& row =
+          index.TokensWithByte(static_cast<uint8_t>(byte));
+      ASSERT_EQ(row.size(), index.all_bits().size());
+      for (int32_t id = 0; id < vocab->size(); ++id) {
+        const bool holds = vocab->kind(id) == TokenKind::kText &&
+                           vocab->bytes(id).find(byte) != std::string::npos;
+        EXPECT_EQ(Bit(row, id), holds) << trial << " " << byte << " " << id;
+      }
+    }
+  }
+}
+
 TEST(EngineTest, TokenSetsKeepIdsWhileFewerThanAQuarterOfTheWords) {
   // Rows of 64 words with 0 to 40 bits set, about the boundary (16 ids):
   // the same row back, as ids exactly while count * 4 < words.

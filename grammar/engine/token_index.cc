@@ -98,6 +98,20 @@ void TokenIndex::BuildSubtreeBytes(const std::vector<int32_t>& parent) {
   }
 }
 
+const std::vector<uint32_t>& TokenIndex::TokensWithByte(uint8_t byte) const {
+  std::call_once(byte_rows_once_[byte], [&] {
+    std::vector<uint32_t>& row = byte_rows_[byte];
+    row.assign(all_bits_.size(), 0);
+    for (int32_t id : ids_) {
+      if (vocab_->bytes(id).find(static_cast<char>(byte)) !=
+          std::string_view::npos) {
+        row[id >> 5] |= 1u << (id & 31);
+      }
+    }
+  });
+  return byte_rows_[byte];
+}
+
 int32_t TokenIndex::SkipPast(int32_t i, int32_t depth) const {
   int32_t j = i + 1;
   while (j < size() && lcp_[j] >= depth) ++j;

@@ -7,14 +7,16 @@
 // any grammar may reuse: the walks of leaf_tokens.h, within a byte budget.
 //
 // Cost: built once per vocabulary, O(V log V) (about 30 ms for 128K tokens).
-// Thread-safety: immutable once built, but for the leaf cache, which is
-// safe from any thread.
+// Thread-safety: immutable once built, but for the leaf cache and the rows
+// of TokensWithByte, which are safe from any thread.
 #ifndef GRAMMARD_GRAMMAR_ENGINE_TOKEN_INDEX_H_
 #define GRAMMARD_GRAMMAR_ENGINE_TOKEN_INDEX_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string_view>
 #include <vector>
 
@@ -51,6 +53,10 @@ class TokenIndex {
   int32_t LongestPrefix(std::string_view text) const;
   // The ids of every token here, one bit per id of the vocabulary.
   const std::vector<uint32_t>& all_bits() const { return all_bits_; }
+  // The ids of the tokens here holding `byte`, in all_bits' layout, built
+  // on first use (a read of every token, about 1 ms for 128K tokens; 16 KB
+  // kept): the tokens holding one of a few bytes are an OR of a few rows.
+  const std::vector<uint32_t>& TokensWithByte(uint8_t byte) const;
   // The ids of the tokens here, longest first (ties in byte order): near a
   // counted string's bound only tokens longer than its slack can pass it,
   // so a matcher reads for real a prefix of this list (distinct_values.h).
@@ -85,6 +91,8 @@ class TokenIndex {
   std::shared_ptr<const Vocabulary> vocab_;
   std::vector<int32_t> ids_;
   std::vector<uint32_t> all_bits_;
+  mutable std::array<std::once_flag, 256> byte_rows_once_;
+  mutable std::array<std::vector<uint32_t>, 256> byte_rows_;
   std::vector<int32_t> longest_first_;
   std::vector<int32_t> lcp_;
   std::vector<uint8_t> node_byte_;
