@@ -647,6 +647,51 @@ TEST(OnceMembers, EachDeclaredMemberComesOnce) {
   EXPECT_TRUE(Accepts(*nonempty, R"({"i":""})"));
 }
 
+// A vocabulary of `tokens` and an end-of-sequence token.
+std::shared_ptr<const Vocabulary> VocabWithEos(std::vector<std::string> tokens,
+                                               const std::string& name) {
+  tokens.push_back("</s>");
+  const int32_t eos = static_cast<int32_t>(tokens.size()) - 1;
+  auto vocab = Vocabulary::FromTokens(tokens, {eos}, {eos}, {name, {}, 0});
+  EXPECT_TRUE(vocab.ok()) << vocab.status();
+  return vocab.ok() ? *vocab : nullptr;
+}
+
+// A closed object of integer members named `declared`, "b" required when
+// `required_b`.
+std::string ClosedIntegers(const std::set<std::string>& declared,
+                           bool required_b) {
+  std::string properties;
+  for (const std::string& name : declared) {
+    properties += (properties.empty() ? "\"" : ",\"") + name +
+                  "\":{\"type\":\"integer\"}";
+  }
+  return std::string(R"({"type":"object","additionalProperties":false,)") +
+         (required_b ? R"("required":["b"],)" : "") + R"("properties":{)" +
+         properties + "}}";
+}
+
+// Uniform random walks over `once` (ClosedIntegers with "b" required, in
+// any order, each once) against `plain` narrowed by reading directly.
+void UniformWalksAgainstADirectReading(const CompiledGrammar& once,
+                                       const CompiledGrammar& plain,
+                                       const std::set<std::string>& declared,
+                                       uint32_t seed) {
+  testing::DirectReadingWalk walk;
+  walk.seed = seed;
+  walk.walks = 200;
+  walk.steps = 60;
+  walk.pick = [&](const std::vector<int32_t>& allowed, int, std::mt19937& rng) {
+    return allowed[rng() % allowed.size()];
+  };
+  testing::WalkAgainstADirectReading(
+      once, plain, walk,
+      [&](const std::string& text) {
+        return OnceObjectsCanGoOn(text, 0, true, declared, {"b"});
+      },
+      ClosedIntegers(declared, true));
+}
+
 // Names sharing prefixes are read by a trie of dispatches: a prefix is
 // refused as soon as every name it can still become is written (`"ab`
 // once ab, abc, abd and abe are), whole tokens or a byte at a time, across
@@ -680,22 +725,11 @@ TEST(OnceMembers, APrefixOfWrittenNamesOnlyIsRefused) {
                         "\"\xC3"}) {
     tokens.push_back(t);
   }
-  tokens.push_back("</s>");
-  const int32_t eos = static_cast<int32_t>(tokens.size()) - 1;
-  auto vocab = Vocabulary::FromTokens(tokens, {eos}, {eos}, {"trie", {}, 0});
-  ASSERT_TRUE(vocab.ok()) << vocab.status();
-  GrammarCompiler compiler(*vocab);
-  std::string properties;
-  for (const std::string& name : declared) {
-    properties += (properties.empty() ? "\"" : ",\"") + name +
-                  "\":{\"type\":\"integer\"}";
-  }
-  const std::string with = R"({"type":"object","additionalProperties":false,)"
-                           R"("required":["b"],"properties":{)" +
-                           properties + "}}";
-  const std::string without =
-      R"({"type":"object","additionalProperties":false,"properties":{)" +
-      properties + "}}";
+  auto vocab = VocabWithEos(tokens, "trie");
+  ASSERT_NE(vocab, nullptr);
+  GrammarCompiler compiler(vocab);
+  const std::string with = ClosedIntegers(declared, true);
+  const std::string without = ClosedIntegers(declared, false);
   auto once = CompileSchema(compiler, with, JsonPropertyOrder::kAny);
   auto plain = CompileSchema(compiler, without);
   ASSERT_TRUE(once.ok()) << once.status();
@@ -706,19 +740,7 @@ TEST(OnceMembers, APrefixOfWrittenNamesOnlyIsRefused) {
   EXPECT_TRUE(m.AcceptString(",\"a").ok());
   EXPECT_FALSE(m.AcceptString("b").ok());
   EXPECT_TRUE(m.AcceptString("/\":1").ok());
-  testing::DirectReadingWalk walk;
-  walk.seed = 11;
-  walk.walks = 200;
-  walk.steps = 60;
-  walk.pick = [&](const std::vector<int32_t>& allowed, int, std::mt19937& rng) {
-    return allowed[rng() % allowed.size()];
-  };
-  testing::WalkAgainstADirectReading(
-      *once, *plain, walk,
-      [&](const std::string& text) {
-        return OnceObjectsCanGoOn(text, 0, true, declared, {"b"});
-      },
-      with);
+  UniformWalksAgainstADirectReading(*once, *plain, declared, 11);
 }
 
 // kAny's objects as large as a frame counts: each declared member once,
@@ -788,22 +810,11 @@ TEST(OnceMembers, WhitespaceAndColonsAreReadFromTheTables) {
                         "\"\n", "1}", " }", "\"b\" : 1"}) {
     tokens.push_back(t);
   }
-  tokens.push_back("</s>");
-  const int32_t eos = static_cast<int32_t>(tokens.size()) - 1;
-  auto vocab = Vocabulary::FromTokens(tokens, {eos}, {eos}, {"ws", {}, 0});
-  ASSERT_TRUE(vocab.ok()) << vocab.status();
-  GrammarCompiler compiler(*vocab);
-  std::string properties;
-  for (const std::string& name : declared) {
-    properties += (properties.empty() ? "\"" : ",\"") + name +
-                  "\":{\"type\":\"integer\"}";
-  }
-  const std::string with = R"({"type":"object","additionalProperties":false,)"
-                           R"("required":["b"],"properties":{)" +
-                           properties + "}}";
-  const std::string without =
-      R"({"type":"object","additionalProperties":false,"properties":{)" +
-      properties + "}}";
+  auto vocab = VocabWithEos(tokens, "ws");
+  ASSERT_NE(vocab, nullptr);
+  GrammarCompiler compiler(vocab);
+  const std::string with = ClosedIntegers(declared, true);
+  const std::string without = ClosedIntegers(declared, false);
   JsonSchemaOptions options;
   options.whitespace = JsonWhitespace::kAny;
   auto compile = [&](const std::string& schema, JsonPropertyOrder order) {
@@ -822,7 +833,7 @@ TEST(OnceMembers, WhitespaceAndColonsAreReadFromTheTables) {
       once->data().member_checked.outside_dispatch;
   const std::vector<uint32_t>& inside = once->data().member_checked.in_dispatch;
   ASSERT_FALSE(outside.empty()) << "members are not counted at run time";
-  const Vocabulary& v = **vocab;
+  const Vocabulary& v = *vocab;
   for (int32_t id = 0; id < v.size(); ++id) {
     const std::string_view b = v.bytes(id);
     if (v.is_eos(id)) continue;
@@ -841,19 +852,7 @@ TEST(OnceMembers, WhitespaceAndColonsAreReadFromTheTables) {
   ASSERT_TRUE(m.AcceptString("{ \"ab\" : 1 ,\n  \"abc\":1, \"abd\" :1").ok());
   EXPECT_FALSE(m.AcceptString(" , \"ab").ok());
   EXPECT_TRUE(m.AcceptString(" , \"b\" :1 }").ok());
-  testing::DirectReadingWalk walk;
-  walk.seed = 5;
-  walk.walks = 200;
-  walk.steps = 60;
-  walk.pick = [&](const std::vector<int32_t>& allowed, int, std::mt19937& rng) {
-    return allowed[rng() % allowed.size()];
-  };
-  testing::WalkAgainstADirectReading(
-      *once, *plain, walk,
-      [&](const std::string& text) {
-        return OnceObjectsCanGoOn(text, 0, true, declared, {"b"});
-      },
-      with);
+  UniformWalksAgainstADirectReading(*once, *plain, declared, 5);
 }
 
 }  // namespace
