@@ -418,15 +418,19 @@ std::array<bool, 256> EndingBytes(const Pda& pda, std::vector<uint8_t> ends,
       }
     }
   }
-  std::array<bool, 256> ending{};
+  // A state of a rule no end reaches moves to no state that ends one
+  // (byte moves stay in their rule); the others by byte class.
+  std::vector<uint8_t> classes(pda.num_byte_classes(), 0);
   for (int32_t s = 0; s < pda.num_states(); ++s) {
-    if (!from(pda.StateRule(s))) continue;
-    for (int b = 0; b < 256; ++b) {
-      const int32_t t = pda.Next(s, static_cast<uint8_t>(b));
-      if (t != Pda::kDead && pda.IsFinal(t) && ends[pda.StateRule(t)]) {
-        ending[b] = true;
-      }
+    if (!ends[pda.StateRule(s)] || !from(pda.StateRule(s))) continue;
+    for (int32_t c = 0; c < pda.num_byte_classes(); ++c) {
+      const int32_t t = pda.Next(s, pda.ClassByte(c));
+      if (t != Pda::kDead && pda.IsFinal(t)) classes[c] = 1;
     }
+  }
+  std::array<bool, 256> ending{};
+  for (int b = 0; b < 256; ++b) {
+    ending[b] = classes[pda.ByteClass(static_cast<uint8_t>(b))] != 0;
   }
   return ending;
 }
