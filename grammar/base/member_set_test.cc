@@ -1,6 +1,7 @@
 #include "grammar/base/member_set.h"
 
 #include <algorithm>
+#include <iterator>
 #include <random>
 #include <set>
 
@@ -31,6 +32,14 @@ TEST(MemberSetTest, AgreesWithAnOrderedSet) {
     }
     EXPECT_EQ(sa.Contains(sb),
               std::includes(a.begin(), a.end(), b.begin(), b.end()));
+    std::set<int> both, either = a;
+    either.insert(b.begin(), b.end());
+    std::set_intersection(a.begin(), a.end(), b.begin(), b.end(),
+                          std::inserter(both, both.begin()));
+    EXPECT_EQ(sa.Intersects(sb), !both.empty());
+    MemberSet united = sa;
+    united.AddAll(sb);
+    EXPECT_EQ(united, Of(either));
     EXPECT_EQ(sa.empty(), a.empty());
     EXPECT_EQ(sa == sb, a == b);
     EXPECT_EQ(sa < sb || sb < sa, a != b);

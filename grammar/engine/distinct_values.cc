@@ -401,6 +401,16 @@ Strands MayStrand(const Pda& pda) {
   return {std::move(fresh), std::move(doomable)};
 }
 
+// The bytes of the byte classes `classes` marks.
+std::array<bool, 256> BytesOfClasses(const Pda& pda,
+                                     const std::vector<uint8_t>& classes) {
+  std::array<bool, 256> bytes{};
+  for (int b = 0; b < 256; ++b) {
+    bytes[b] = classes[pda.ByteClass(static_cast<uint8_t>(b))] != 0;
+  }
+  return bytes;
+}
+
 // The bytes that, read from a state of a rule `from` marks, may end a rule
 // `ends` marks, or a rule whose end ends one: called from one (or from such
 // a rule) into a state that may end.
@@ -428,11 +438,7 @@ std::array<bool, 256> EndingBytes(const Pda& pda, std::vector<uint8_t> ends,
       if (t != Pda::kDead && pda.IsFinal(t)) classes[c] = 1;
     }
   }
-  std::array<bool, 256> ending{};
-  for (int b = 0; b < 256; ++b) {
-    ending[b] = classes[pda.ByteClass(static_cast<uint8_t>(b))] != 0;
-  }
-  return ending;
+  return BytesOfClasses(pda, classes);
 }
 
 // The tokens, in the index's byte order, holding one of `bytes`: a walk of
@@ -553,11 +559,7 @@ MemberCheckedTokens TokensThatMayCheckMembers(const Pda& pda,
         }
       }
     }
-    std::array<bool, 256> bytes{};
-    for (int b = 0; b < 256; ++b) {
-      bytes[b] = classes[pda.ByteClass(static_cast<uint8_t>(b))] != 0;
-    }
-    return bytes;
+    return BytesOfClasses(pda, classes);
   };
   const std::array<bool, 256> first_outside = first_bytes(from_outside);
   const std::array<bool, 256> first_inside = first_bytes(from_inside);
@@ -571,18 +573,23 @@ MemberCheckedTokens TokensThatMayCheckMembers(const Pda& pda,
   for (int32_t t = 0; t < pda.num_states(); ++t) {
     if (strands.doomable[t]) may_strand[pda.StateRule(t)] = 1;
   }
+  std::vector<uint8_t> strand_inside(pda.num_byte_classes(), 0);
+  std::vector<uint8_t> strand_outside(pda.num_byte_classes(), 0);
   for (int32_t s = 0; s < pda.num_states(); ++s) {
     if (!may_strand[pda.StateRule(s)]) continue;
     for (int32_t c = 0; c < pda.num_byte_classes(); ++c) {
       const int32_t t = pda.Next(s, pda.ClassByte(c));
       if (t == Pda::kDead || !strands.doomable[t]) continue;
-      const bool in_dispatch = pda.IsDispatch(pda.StateRule(t));
-      for (int b = 0; b < 256; ++b) {
-        if (pda.ByteClass(static_cast<uint8_t>(b)) != c) continue;
-        inside[b] = true;
-        if (!in_dispatch) outside[b] = true;
-      }
+      strand_inside[c] = 1;
+      if (!pda.IsDispatch(pda.StateRule(t))) strand_outside[c] = 1;
     }
+  }
+  const std::array<bool, 256> into_inside = BytesOfClasses(pda, strand_inside);
+  const std::array<bool, 256> into_outside =
+      BytesOfClasses(pda, strand_outside);
+  for (int b = 0; b < 256; ++b) {
+    inside[b] = inside[b] || into_inside[b];
+    outside[b] = outside[b] || into_outside[b];
   }
   // Per state of a dispatch, the guards of every call it may still make,
   // through its own bytes and the dispatches it calls.

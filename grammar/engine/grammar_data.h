@@ -38,7 +38,8 @@ struct GrammarData {
   // values (distinct_values.h).
   std::vector<int32_t> value_ending_tokens;
   // With counted members, the tokens a matcher reads for real where a frame
-  // lacks some or has counted some (distinct_values.h), a bit per id.
+  // lacks some or has counted some, from a stack top outside a dispatch and
+  // inside one (distinct_values.h).
   MemberCheckedTokens member_checked;
 };
 
