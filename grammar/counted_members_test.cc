@@ -798,7 +798,8 @@ TEST(OnceMembers, EveryBitOfAFrameCountsOnce) {
 // counted, so a token holding only them is never read for real. A string's
 // closing quote and a name's letters are read for real only from a stack
 // inside a dispatch (a token from outside enters one through a separator,
-// which is read for real, or into an empty frame). Masks stay exact along
+// which is read for real, or into an empty frame). A separator itself is
+// read for real only where some frame may refuse it. Masks stay exact along
 // random walks in any JSON layout, with names that extend others.
 TEST(OnceMembers, WhitespaceAndColonsAreReadFromTheTables) {
   const std::set<std::string> declared = {"ab", "abc", "abd", "b",
@@ -832,7 +833,10 @@ TEST(OnceMembers, WhitespaceAndColonsAreReadFromTheTables) {
   const std::vector<uint32_t>& outside =
       once->data().member_checked.outside_dispatch;
   const std::vector<uint32_t>& inside = once->data().member_checked.in_dispatch;
+  const std::vector<uint32_t>& with_slack =
+      once->data().member_checked.outside_with_slack;
   ASSERT_FALSE(outside.empty()) << "members are not counted at run time";
+  ASSERT_FALSE(with_slack.empty()) << "no separator";
   const Vocabulary& v = *vocab;
   for (int32_t id = 0; id < v.size(); ++id) {
     const std::string_view b = v.bytes(id);
@@ -847,11 +851,80 @@ TEST(OnceMembers, WhitespaceAndColonsAreReadFromTheTables) {
     if (b == "," || b == "}") {
       EXPECT_TRUE(Bit(outside, id) && Bit(inside, id)) << "'" << b << "'";
     }
+    // Where every frame has slack, a separator is read for real only with
+    // a byte of a dispatch after it; the closing brace always (a required
+    // member).
+    if (b == "," || b == "1,") {
+      EXPECT_FALSE(Bit(with_slack, id)) << "'" << b << "'";
+    }
+    if (b == ",\"" || b == ",\"a" || b == "}" || b == "1}") {
+      EXPECT_TRUE(Bit(with_slack, id)) << "'" << b << "'";
+    }
   }
   GrammarMatcher m(*once);
   ASSERT_TRUE(m.AcceptString("{ \"ab\" : 1 ,\n  \"abc\":1, \"abd\" :1").ok());
   EXPECT_FALSE(m.AcceptString(" , \"ab").ok());
   EXPECT_TRUE(m.AcceptString(" , \"b\" :1 }").ok());
+  UniformWalksAgainstADirectReading(*once, *plain, declared, 5);
+}
+
+// At the root of the names trie, where a frame counted every name beginning
+// with "a", a token read for real by key is one that spells toward such a
+// name (or may end where only they go on); those toward "b", "cd" and "d"
+// are read from the tables. Masks stay exact along random walks.
+TEST(OnceMembers, TokensTowardUnwrittenNamesAreReadFromTheTables) {
+  const std::set<std::string> declared = {"ab", "abc", "abd", "b",
+                                          "ba", "bb",  "cd",  "d"};
+  std::vector<std::string> tokens;
+  for (char c : std::string("{}[]\",:abcd1 \n")) tokens.push_back({c});
+  for (const char* t : {"ab", "abc", "ba", "bb", "cd", "\":", "\":1", "1,\"",
+                        ",\"", "b\":", "c"}) {
+    tokens.push_back(t);
+  }
+  auto vocab = VocabWithEos(tokens, "ws");
+  ASSERT_NE(vocab, nullptr);
+  GrammarCompiler compiler(vocab);
+  auto compile = [&](const std::string& schema, JsonPropertyOrder order) {
+    JsonSchemaOptions options;
+    options.property_order = order;
+    auto converted = JsonSchemaToGrammar(schema, options);
+    EXPECT_TRUE(converted.ok()) << converted.status();
+    return compiler.Compile(std::move(converted->grammar));
+  };
+  auto once = compile(ClosedIntegers(declared, true), JsonPropertyOrder::kAny);
+  auto plain = compile(ClosedIntegers(declared, false),
+                       JsonPropertyOrder::kAnyRepeatable);
+  ASSERT_TRUE(once.ok()) << once.status();
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  const internal::GrammarData& data = once->data();
+  const internal::Pda& pda = data.pda;
+  // The root: the dispatch state every name's first letter leaves.
+  int32_t root = -1;
+  for (const auto& [state, reach] : data.member_checked.reach) {
+    bool all = true;
+    for (char c : std::string("abcd")) {
+      all = all &&
+            pda.Next(state, static_cast<uint8_t>(c)) != internal::Pda::kDead;
+    }
+    if (all) root = state;
+  }
+  ASSERT_GE(root, 0) << "no names trie";
+  const int32_t after_a = pda.Next(root, 'a');
+  MemberSet written;
+  for (const auto& [state, reach] : data.member_checked.reach) {
+    if (state == after_a) written = reach;
+  }
+  ASSERT_FALSE(written.empty());
+  const internal::MemberCheckedTokens::Filter filter =
+      data.member_checked.For(pda, *data.index, root, written, false);
+  ASSERT_NE(filter.keyed, nullptr);
+  std::set<std::string> by_key;
+  for (const auto& group : filter.keyed->groups) {
+    if (!group.always && !group.key.Intersects(written)) continue;
+    for (int32_t id : group.tokens)
+      by_key.insert(std::string(vocab->bytes(id)));
+  }
+  EXPECT_EQ(by_key, (std::set<std::string>{"a", "ab", "abc"}));
   UniformWalksAgainstADirectReading(*once, *plain, declared, 5);
 }
 

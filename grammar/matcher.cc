@@ -146,6 +146,7 @@ void GrammarMatcher::PlanMask() {
   in_value_ = false;
   checking_ = false;
   risky_sets_.clear();
+  risky_keyed_.clear();
   counted_slack_ = INT32_MAX;
   if (terminated_) return;
   if (data.pda.has_counted_chars()) {
@@ -203,13 +204,25 @@ void GrammarMatcher::PlanMask() {
     // (CheckRequiredMembersEndOnBytes): its sets hold until a level read in
     // such a rule, and above it.
     bool level_risky = risky(*it);
-    const uint32_t* checked =
-        checking_ ? data.member_checked.For(data.pda, node.state,
-                                            stepper_.values().side(*it).members)
-                  : nullptr;
-    if (level_risky && !t->accepted.empty()) {
-      risky_sets_.push_back({&t->accepted, checked});
-    }
+    // Only a grammar with run-time checks keeps members (and only then is
+    // a level risky).
+    const MemberSet* members =
+        checking_ ? &stepper_.values().side(*it).members : nullptr;
+    const internal::MemberCheckedTokens::Filter checked =
+        checking_ ? data.member_checked.For(
+                        data.pda, *data.index, node.state, *members,
+                        !data.pda.IsDispatch(data.pda.StateRule(node.state)) &&
+                            FramesHaveSlack(*it))
+                  : internal::MemberCheckedTokens::Filter{nullptr, nullptr};
+    bool keyed = false;  // whether risky_keyed_ has this top's keys
+    const auto add_risky = [&](const internal::TokenSet* set) {
+      risky_sets_.push_back({set, checked.bits});
+      if (checked.keyed != nullptr && !keyed) {
+        risky_keyed_.push_back({checked.keyed, *members});
+        keyed = true;
+      }
+    };
+    if (level_risky && !t->accepted.empty()) add_risky(&t->accepted);
     // Below the root rule's frame nothing may follow.
     if (t->uncertain.empty() || node.parent == kBottom) continue;
     // Uncertain tokens depend on each stack's callers: the nearest callers'
@@ -221,9 +234,7 @@ void GrammarMatcher::PlanMask() {
     while (ctx != nullptr) {
       if (!ctx->accepted.empty()) sets_.push_back(&ctx->accepted);
       level_risky = level_risky || risky(caller);
-      if (level_risky && !ctx->accepted.empty()) {
-        risky_sets_.push_back({&ctx->accepted, checked});
-      }
+      if (level_risky && !ctx->accepted.empty()) add_risky(&ctx->accepted);
       pending = &ctx->uncertain;
       caller = pool_[caller].parent;
       if (pending->empty() || caller == kBottom) break;
@@ -290,6 +301,31 @@ bool GrammarMatcher::InCheckingFrame(int32_t top) const {
   return false;
 }
 
+bool GrammarMatcher::FramesHaveSlack(int32_t top) const {
+  // Deeper stacks are read with the outside filter whole.
+  constexpr int kMaxFrames = 64;
+  const internal::Pda& pda = grammar_.data().pda;
+  const internal::MemberCheckedTokens& checked = grammar_.data().member_checked;
+  const internal::ValueLog& log = stepper_.values();
+  int frames = 0;
+  // A member is counted in the frame below it as it returns, so a frame
+  // holds its own members and the one above it.
+  int returning = -1;
+  for (int32_t id = top; id >= 0; id = pool_[id].parent) {
+    if (++frames > kMaxFrames) return false;
+    const int32_t state = pool_[id].state;
+    const int32_t rule = pda.StateRule(state);
+    if (checked.counts_unguarded[state]) return false;
+    MemberSet members = log.side(id).members;
+    if (returning >= 0) members.Add(returning);
+    for (const MemberSet& guard : checked.frame_guards[rule]) {
+      if (members.Contains(guard)) return false;
+    }
+    returning = pda.MemberBit(rule);
+  }
+  return true;
+}
+
 bool GrammarMatcher::NextMaskKey(std::vector<uintptr_t>* key) {
   PlanMask();
   key->clear();
@@ -353,6 +389,20 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
     reading_.clear();
     for (const auto& [set, checked] : risky_sets_) {
       set->TakeFrom(row, checked, words, &reading_);
+    }
+    // And from a dispatch, the tokens whose keys meet the frame's members.
+    // Those of another stack top's sets come along: a real read is exact.
+    for (const auto& [keyed, members] : risky_keyed_) {
+      for (const internal::DispatchTokenKeys::Group& group : keyed->groups) {
+        if (!group.always && !group.key.Intersects(members)) continue;
+        for (int32_t id : group.tokens) {
+          uint32_t& word = row[id >> 5];
+          if (word & (1u << (id & 31))) {
+            word &= ~(1u << (id & 31));
+            reading_.push_back(id);
+          }
+        }
+      }
     }
     const bool keyed = CheckKey(&next_check_key_);
     if (keyed && !check_key_.empty() && next_check_key_ == check_key_) {

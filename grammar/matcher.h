@@ -48,6 +48,7 @@
 namespace grammard::grammar {
 namespace internal {
 class TokenSet;
+struct DispatchTokenKeys;
 }  // namespace internal
 
 // What the grammar forces next (see JumpForward).
@@ -153,6 +154,9 @@ class GrammarMatcher {
   // requires (Pda::RequiredMembers) or has counted some its rule guards a
   // call by (Pda::CallsGuarded).
   bool InCheckingFrame(int32_t top) const;
+  // Whether no frame of the stack of `top` may refuse a guarded call before
+  // a member is counted (MemberCheckedTokens::outside_with_slack).
+  bool FramesHaveSlack(int32_t top) const;
   // Every stack top's whole stack, each node's state, counted members and
   // counted characters, into `key`; false (nothing worth keeping) when the
   // grammar has distinct rules (their records are not in it) or the stacks
@@ -183,6 +187,10 @@ class GrammarMatcher {
   bool checking_ = false;
   std::vector<std::pair<const internal::TokenSet*, const uint32_t*>>
       risky_sets_;
+  // Stack tops in a dispatch with risky sets: their tokens read for real by
+  // key, and their frames' members (MemberCheckedTokens::For).
+  std::vector<std::pair<const internal::DispatchTokenKeys*, MemberSet>>
+      risky_keyed_;
   // The last real read of checking_'s tokens: the stacks it read them from
   // (CheckKey) and those it allowed. A string inside a counted object reads
   // the same tokens from the same stacks at each of its steps, and nothing

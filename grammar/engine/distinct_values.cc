@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -522,7 +524,8 @@ MemberCheckedTokens TokensThatMayCheckMembers(const Pda& pda,
   // and the states they return to (read as if every callee could match
   // nothing, which only adds bytes). Those of guarded rules, and of
   // unguarded dispatches called where a member may have been counted.
-  std::vector<uint8_t> from_outside(pda.num_rules(), 0);
+  std::vector<uint8_t> guarded_outside(pda.num_rules(), 0);
+  std::vector<uint8_t> unguarded_outside(pda.num_rules(), 0);
   std::vector<uint8_t> from_inside(pda.num_rules(), 0);
   for (int32_t s = 0; s < pda.num_states(); ++s) {
     const bool in_dispatch = pda.IsDispatch(pda.StateRule(s));
@@ -531,7 +534,12 @@ MemberCheckedTokens TokensThatMayCheckMembers(const Pda& pda,
           (!pda.IsDispatch(c->rule) || in_dispatch || strands.fresh[s])) {
         continue;
       }
-      (in_dispatch ? from_inside : from_outside)[c->rule] = 1;
+      if (in_dispatch) {
+        from_inside[c->rule] = 1;
+      } else {
+        (pda.IsGuarded(c->rule) ? guarded_outside
+                                : unguarded_outside)[c->rule] = 1;
+      }
     }
   }
   auto first_bytes = [&](const std::vector<uint8_t>& rules) {
@@ -561,11 +569,14 @@ MemberCheckedTokens TokensThatMayCheckMembers(const Pda& pda,
     }
     return BytesOfClasses(pda, classes);
   };
-  const std::array<bool, 256> first_outside = first_bytes(from_outside);
+  const std::array<bool, 256> ending = outside;
+  const std::array<bool, 256> first_guarded = first_bytes(guarded_outside);
+  const std::array<bool, 256> first_unguarded = first_bytes(unguarded_outside);
   const std::array<bool, 256> first_inside = first_bytes(from_inside);
   for (int b = 0; b < 256; ++b) {
-    outside[b] = outside[b] || first_outside[b];
-    inside[b] = inside[b] || first_outside[b] || first_inside[b];
+    const bool first_outside = first_guarded[b] || first_unguarded[b];
+    outside[b] = outside[b] || first_outside;
+    inside[b] = inside[b] || first_outside || first_inside[b];
   }
   // And every byte that leads into a state a frame's members may strand
   // (from a state of its rule: byte moves stay in one).
@@ -591,6 +602,60 @@ MemberCheckedTokens TokensThatMayCheckMembers(const Pda& pda,
     inside[b] = inside[b] || into_inside[b];
     outside[b] = outside[b] || into_outside[b];
   }
+  MemberCheckedTokens out;
+  // Separators: bytes that check members outside a dispatch only as the
+  // first byte of a guarded call (ending nothing, stranding nothing, into
+  // no dispatch state that may strand).
+  std::array<bool, 256> separator{};
+  for (int b = 0; b < 256; ++b) {
+    separator[b] = first_guarded[b] && !first_unguarded[b] && !ending[b] &&
+                   !into_outside[b] && !into_inside[b];
+  }
+  // Frames: rules that count members (not dispatches, which count in their
+  // callers' frames), with the guards of their own calls, and the states
+  // from which one may count a member by an unguarded call before any
+  // guarded one.
+  std::vector<uint8_t> counting(pda.num_rules(), 0);
+  out.frame_guards.resize(pda.num_rules());
+  for (int32_t s = 0; s < pda.num_states(); ++s) {
+    const int32_t rule = pda.StateRule(s);
+    if (pda.IsDispatch(rule)) continue;
+    if (!pda.RequiredMembers(rule).empty()) counting[rule] = 1;
+    for (const PdaCall* c = pda.CallsBegin(s); c != pda.CallsEnd(s); ++c) {
+      if (pda.MemberBit(c->rule) < 0 && !pda.IsDispatch(c->rule)) continue;
+      counting[rule] = 1;
+      if (!pda.IsGuarded(c->rule)) continue;
+      std::vector<MemberSet>& guards = out.frame_guards[rule];
+      if (std::find(guards.begin(), guards.end(), pda.Guard(c->rule)) ==
+          guards.end()) {
+        guards.push_back(pda.Guard(c->rule));
+      }
+    }
+  }
+  out.counts_unguarded.assign(pda.num_states(), 0);
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (int32_t s = pda.num_states(); s-- > 0;) {
+      if (out.counts_unguarded[s] || !counting[pda.StateRule(s)]) continue;
+      bool free = false;
+      for (int32_t c = 0; c < pda.num_byte_classes() && !free; ++c) {
+        const int32_t t = pda.Next(s, pda.ClassByte(c));
+        free = t != Pda::kDead && out.counts_unguarded[t];
+      }
+      for (const PdaCall* c = pda.CallsBegin(s); c != pda.CallsEnd(s) && !free;
+           ++c) {
+        const bool counts =
+            pda.MemberBit(c->rule) >= 0 || pda.IsDispatch(c->rule);
+        free = counts ? !pda.IsGuarded(c->rule)
+                      : out.counts_unguarded[c->return_state] != 0;
+      }
+      if (free) {
+        out.counts_unguarded[s] = 1;
+        grew = true;
+      }
+    }
+  }
+  const std::array<bool, 256> opens = first_bytes(counting);
   // Per state of a dispatch, the guards of every call it may still make,
   // through its own bytes and the dispatches it calls.
   std::vector<int32_t> dispatch_states;
@@ -623,10 +688,11 @@ MemberCheckedTokens TokensThatMayCheckMembers(const Pda& pda,
       }
     }
   }
-  MemberCheckedTokens out;
   for (size_t i = 0; i < dispatch_states.size(); ++i) {
     out.reach.emplace_back(dispatch_states[i], reach[i]);
   }
+  out.keys_ =
+      std::make_unique<MemberCheckedTokens::LazyKeys[]>(dispatch_states.size());
   // A few bytes (a brace, a separator) are a few rows of the index; a
   // walk of its trie stops early on many (a name's letters) but reads most
   // of it on a few.
@@ -648,19 +714,218 @@ MemberCheckedTokens TokensThatMayCheckMembers(const Pda& pda,
   };
   out.outside_dispatch = bits(outside);
   out.in_dispatch = bits(inside);
+  // Where no frame's guarded call can be refused before a member is
+  // counted, a separator is harmless unless the token reads on into the
+  // dispatch it calls, or opens a frame before it (which may count one
+  // member unguarded).
+  if (std::count(separator.begin(), separator.end(), true) > 0) {
+    std::array<bool, 256> hard;
+    for (int b = 0; b < 256; ++b) hard[b] = outside[b] && !separator[b];
+    out.outside_with_slack = bits(hard);
+    const Vocabulary& vocab = index.vocab();
+    const std::vector<uint32_t> holding = bits(separator);
+    for (size_t w = 0; w < holding.size(); ++w) {
+      for (uint32_t word = holding[w]; word != 0; word &= word - 1) {
+        const int32_t id = static_cast<int32_t>(w * 32) + __builtin_ctz(word);
+        bool after_separator = false, after_open = false, risky = false;
+        for (const char ch : vocab.bytes(id)) {
+          const uint8_t b = static_cast<uint8_t>(ch);
+          risky = risky || (after_separator && inside[b]) ||
+                  (after_open && separator[b]);
+          after_separator = after_separator || separator[b];
+          after_open = after_open || opens[b];
+        }
+        if (risky) out.outside_with_slack[id >> 5] |= 1u << (id & 31);
+      }
+    }
+  }
   return out;
 }
 
-const uint32_t* MemberCheckedTokens::For(const Pda& pda, int32_t state,
-                                         const MemberSet& members) const {
-  if (!pda.IsDispatch(pda.StateRule(state))) return outside_dispatch.data();
+struct MemberCheckedTokens::LazyKeys {
+  std::once_flag once;
+  DispatchTokenKeys keys;
+};
+
+MemberCheckedTokens::MemberCheckedTokens() = default;
+MemberCheckedTokens::~MemberCheckedTokens() = default;
+MemberCheckedTokens::MemberCheckedTokens(MemberCheckedTokens&&) = default;
+MemberCheckedTokens& MemberCheckedTokens::operator=(MemberCheckedTokens&&) =
+    default;
+
+namespace {
+
+// Builds a dispatch state's DispatchTokenKeys by one walk of the token trie,
+// each node with the stacks its prefix may have reached: in a dispatch
+// (alternatives of one frame, by calls of dispatches at their starts) or in
+// a member (or another rule a dispatch calls), each with the guards on its
+// way.
+class KeyWalk {
+ public:
+  KeyWalk(const Pda& pda, const TokenIndex& index,
+          const MemberCheckedTokens& checked, DispatchTokenKeys* out)
+      : pda_(pda), index_(index), checked_(checked), out_(out) {}
+
+  void Run(int32_t state) {
+    Node(0, {{state, true, MemberSet()}}, MemberSet(), false);
+  }
+
+ private:
+  struct Alt {
+    int32_t state;
+    bool dispatch;
+    MemberSet key;
+  };
+  // Past this many alternatives at one node, the node's tokens are kept
+  // always (the front end's tries have one or two).
+  static constexpr size_t kMaxAlts = 64;
+
+  MemberSet Reach(int32_t state) const {
+    const auto& reach = checked_.reach;
+    const auto it = std::lower_bound(reach.begin(), reach.end(), state,
+                                     [](const std::pair<int32_t, MemberSet>& e,
+                                        int32_t s) { return e.first < s; });
+    return it != reach.end() && it->first == state ? it->second : MemberSet();
+  }
+
+  // Whether `alts` grew.
+  static bool Merge(std::vector<Alt>* alts, const Alt& alt) {
+    for (Alt& a : *alts) {
+      if (a.state == alt.state && a.dispatch == alt.dispatch) {
+        if (a.key.Contains(alt.key)) return false;
+        a.key.AddAll(alt.key);
+        return true;
+      }
+    }
+    alts->push_back(alt);
+    return true;
+  }
+
+  // `alts`: where the node's prefix may stand; `sunk`: some way leads into
+  // a rule this walk does not follow (its calls), whose guards `sink` holds
+  // for every token below.
+  void Node(int32_t node, std::vector<Alt> alts, MemberSet sink, bool sunk) {
+    // Calls of dispatches at the states reached, and into the rules they
+    // call.
+    bool always = false;
+    for (bool grew = true; grew && !always;) {
+      grew = false;
+      for (size_t i = 0; i < alts.size() && !always; ++i) {
+        const Alt a = alts[i];
+        if (!a.dispatch) continue;
+        if (pda_.IsFinal(a.state)) always = true;  // a return: callers unknown
+        for (const PdaCall* c = pda_.CallsBegin(a.state);
+             c != pda_.CallsEnd(a.state); ++c) {
+          Alt callee{pda_.RuleStart(c->rule), pda_.IsDispatch(c->rule), a.key};
+          callee.key.AddAll(pda_.Guard(c->rule));
+          grew = Merge(&alts, callee) || grew;
+        }
+        if (alts.size() > kMaxAlts) always = true;
+      }
+    }
+    if (always) {
+      Emit(node, true, MemberSet(), true);
+      return;
+    }
+    // A member's rule is followed while it reads bytes of its own; past its
+    // first call every token below is read as from outside a dispatch.
+    std::vector<Alt> followed;
+    for (const Alt& a : alts) {
+      if (!a.dispatch && (pda_.IsFinal(a.state) ||
+                          pda_.CallsBegin(a.state) != pda_.CallsEnd(a.state))) {
+        sink.AddAll(a.key);
+        sunk = true;
+      } else {
+        followed.push_back(a);
+      }
+    }
+    if (node > 0) {
+      MemberSet key = sink;
+      for (const Alt& a : alts) {
+        key.AddAll(a.key);
+        if (a.dispatch) key.AddAll(Reach(a.state));
+      }
+      Add(index_.node_tokens_begin(node), index_.node_tokens_end(node), key,
+          false);
+    }
+    if (followed.empty()) {
+      if (sunk) Emit(node, false, sink, false);
+      return;
+    }
+    for (int32_t child = node + 1; child < index_.node_end(node);
+         child = index_.node_end(child)) {
+      std::vector<Alt> next;
+      for (const Alt& a : followed) {
+        const int32_t t = pda_.Next(a.state, index_.node_byte(child));
+        if (t != Pda::kDead) Merge(&next, {t, a.dispatch, a.key});
+      }
+      if (next.empty() && !sunk) continue;  // no token below is read here
+      Node(child, std::move(next), sink, sunk);
+    }
+  }
+
+  // Every token below `node` (and at it, with `with_node`).
+  void Emit(int32_t node, bool with_node, const MemberSet& key, bool always) {
+    const int32_t first = node + (with_node ? 0 : 1);
+    if (first >= index_.node_end(node)) return;
+    Add(index_.node_tokens_begin(first),
+        index_.node_tokens_begin(index_.node_end(node)), key, always);
+  }
+
+  void Add(int32_t begin, int32_t end, const MemberSet& key, bool always) {
+    DispatchTokenKeys::Group* group = nullptr;
+    for (int32_t i = begin; i < end; ++i) {
+      const int32_t id = index_.id(i);
+      if (!Bit(checked_.in_dispatch, id) ||
+          Bit(checked_.outside_dispatch, id)) {
+        continue;
+      }
+      if (group == nullptr) group = &GroupOf(key, always);
+      group->tokens.push_back(id);
+    }
+  }
+
+  DispatchTokenKeys::Group& GroupOf(const MemberSet& key, bool always) {
+    for (DispatchTokenKeys::Group& g : out_->groups) {
+      if (g.always == always && g.key == key) return g;
+    }
+    out_->groups.push_back({key, always, {}});
+    return out_->groups.back();
+  }
+
+  static bool Bit(const std::vector<uint32_t>& bits, int32_t id) {
+    return bits[id >> 5] >> (id & 31) & 1;
+  }
+
+  const Pda& pda_;
+  const TokenIndex& index_;
+  const MemberCheckedTokens& checked_;
+  DispatchTokenKeys* out_;
+};
+
+}  // namespace
+
+MemberCheckedTokens::Filter MemberCheckedTokens::For(
+    const Pda& pda, const TokenIndex& index, int32_t state,
+    const MemberSet& members, bool frames_have_slack) const {
+  if (!pda.IsDispatch(pda.StateRule(state))) {
+    return {frames_have_slack && !outside_with_slack.empty()
+                ? outside_with_slack.data()
+                : outside_dispatch.data(),
+            nullptr};
+  }
   const auto it = std::lower_bound(reach.begin(), reach.end(), state,
                                    [](const std::pair<int32_t, MemberSet>& e,
                                       int32_t s) { return e.first < s; });
-  return it != reach.end() && it->first == state &&
-                 !members.Intersects(it->second)
-             ? outside_dispatch.data()
-             : in_dispatch.data();
+  if (it == reach.end() || it->first != state) {
+    return {in_dispatch.data(), nullptr};
+  }
+  if (!members.Intersects(it->second))
+    return {outside_dispatch.data(), nullptr};
+  LazyKeys& lazy = keys_[it - reach.begin()];
+  std::call_once(lazy.once,
+                 [&] { KeyWalk(pda, index, *this, &lazy.keys).Run(state); });
+  return {outside_dispatch.data(), &lazy.keys};
 }
 
 }  // namespace grammard::grammar::internal

@@ -24,6 +24,7 @@
 #define GRAMMARD_GRAMMAR_ENGINE_DISTINCT_VALUES_H_
 
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -83,18 +84,77 @@ absl::Status CheckRequiredMembersEndOnBytes(const Pda& pda);
 // rules.
 // A stack top in a dispatch whose frame has counted none of the members
 // that the dispatch may still call from its state (`reach`, by state) is
-// read as one outside: no call on its way can be refused.
+// read as one outside: no call on its way can be refused. One whose frame
+// has counted some reads for real, beyond the outside filter, only the
+// tokens of `in_dispatch` whose key meets the frame's members
+// (DispatchTokenKeys).
+//
+// A separator (the first byte of a guarded call from outside a dispatch, a
+// comma before the next member) can only be refused where its frame holds
+// the whole guard. Where no frame on a stack does, and none may count a
+// member by an unguarded call before a guarded one, a token refused at a
+// separator must have counted a member on its way: by another separator,
+// read on into a dispatch, or in a frame it opened. So a stack top outside
+// a dispatch whose frames all have that slack reads for real only tokens
+// holding another byte of the outside filter, a byte of the inside one after
+// a separator, or a separator after a byte a counting rule may begin with
+// (`outside_with_slack`; empty where the grammar has no separator): a
+// string's `",` is read from the tables.
+struct DispatchTokenKeys;
 struct MemberCheckedTokens {
-  std::vector<uint32_t> outside_dispatch;  // for a stack top outside one
-  std::vector<uint32_t> in_dispatch;       // for a stack top in one
+  std::vector<uint32_t> outside_dispatch;    // for a stack top outside one
+  std::vector<uint32_t> in_dispatch;         // for a stack top in one
+  std::vector<uint32_t> outside_with_slack;  // outside, frames with slack
   std::vector<std::pair<int32_t, MemberSet>> reach;  // sorted by state
+  // By rule: the guards of the guarded calls of a rule whose frames count
+  // members (none for others); by state: whether an unguarded call may
+  // count a member in its frame before any guarded call.
+  std::vector<std::vector<MemberSet>> frame_guards;
+  std::vector<uint8_t> counts_unguarded;
 
-  // The filter for a stack top in `state` whose frame counted `members`.
-  const uint32_t* For(const Pda& pda, int32_t state,
-                      const MemberSet& members) const;
+  struct Filter {
+    const uint32_t* bits;            // tokens read for real
+    const DispatchTokenKeys* keyed;  // and these where their keys say so
+  };
+  // The filter for a stack top in `state` whose frame counted `members`,
+  // all of whose frames have slack or not; the first call for a dispatch
+  // state builds its keys.
+  Filter For(const Pda& pda, const TokenIndex& index, int32_t state,
+             const MemberSet& members, bool frames_have_slack) const;
+
+  MemberCheckedTokens();
+  ~MemberCheckedTokens();
+  MemberCheckedTokens(MemberCheckedTokens&&);
+  MemberCheckedTokens& operator=(MemberCheckedTokens&&);
+
+ private:
+  struct LazyKeys;
+  std::unique_ptr<LazyKeys[]> keys_;  // by position in `reach`
+  friend MemberCheckedTokens TokensThatMayCheckMembers(const Pda& pda,
+                                                       const TokenIndex& index);
 };
 MemberCheckedTokens TokensThatMayCheckMembers(const Pda& pda,
                                               const TokenIndex& index);
+
+// What a token read from a dispatch state may run into, as the members it
+// may be refused or stranded by: the guards of the calls on its way (a
+// nested dispatch's, the member's it ends in) and, where it ends inside a
+// dispatch, every member that dispatch may still call. A token whose key
+// misses the frame's members passes every guard and strands nothing, and
+// past the member's call it is read as from outside a dispatch. Only the
+// tokens of in_dispatch and not of outside_dispatch are listed (the others
+// never or always read); those a walk of the trie cannot follow (a return
+// out of the dispatch) are kept `always`. A names trie's states list the
+// tokens that spell on along its names, a few hundred at the root.
+// Cost: one walk of the token trie along the states' bytes, on first use.
+struct DispatchTokenKeys {
+  struct Group {
+    MemberSet key;
+    bool always = false;
+    std::vector<int32_t> tokens;  // ids
+  };
+  std::vector<Group> groups;
+};
 
 }  // namespace grammard::grammar::internal
 
