@@ -45,9 +45,10 @@ std::shared_ptr<const Vocabulary> TestVocab() {
 
 absl::StatusOr<CompiledGrammar> CompileSchema(
     const GrammarCompiler& compiler, const std::string& schema,
-    JsonPropertyOrder order = JsonPropertyOrder::kAnyRepeatable) {
+    JsonPropertyOrder order = JsonPropertyOrder::kAnyRepeatable,
+    JsonWhitespace whitespace = JsonWhitespace::kCompact) {
   JsonSchemaOptions options;
-  options.whitespace = JsonWhitespace::kCompact;
+  options.whitespace = whitespace;
   options.property_order = order;
   auto converted = JsonSchemaToGrammar(schema, options);
   if (!converted.ok()) return converted.status();
@@ -671,6 +672,21 @@ std::string ClosedIntegers(const std::set<std::string>& declared,
          properties + "}}";
 }
 
+// ClosedIntegers(declared) with "b" required, in any order and each once,
+// and without, as kAnyRepeatable reads it: what
+// UniformWalksAgainstADirectReading compares.
+struct OnceAndPlain {
+  absl::StatusOr<CompiledGrammar> once, plain;
+};
+OnceAndPlain CompileClosedIntegers(const GrammarCompiler& compiler,
+                                   const std::set<std::string>& declared,
+                                   JsonWhitespace whitespace) {
+  return {CompileSchema(compiler, ClosedIntegers(declared, true),
+                        JsonPropertyOrder::kAny, whitespace),
+          CompileSchema(compiler, ClosedIntegers(declared, false),
+                        JsonPropertyOrder::kAnyRepeatable, whitespace)};
+}
+
 // Uniform random walks over `once` (ClosedIntegers with "b" required, in
 // any order, each once) against `plain` narrowed by reading directly.
 void UniformWalksAgainstADirectReading(const CompiledGrammar& once,
@@ -728,10 +744,8 @@ TEST(OnceMembers, APrefixOfWrittenNamesOnlyIsRefused) {
   auto vocab = VocabWithEos(tokens, "trie");
   ASSERT_NE(vocab, nullptr);
   GrammarCompiler compiler(vocab);
-  const std::string with = ClosedIntegers(declared, true);
-  const std::string without = ClosedIntegers(declared, false);
-  auto once = CompileSchema(compiler, with, JsonPropertyOrder::kAny);
-  auto plain = CompileSchema(compiler, without);
+  auto [once, plain] =
+      CompileClosedIntegers(compiler, declared, JsonWhitespace::kCompact);
   ASSERT_TRUE(once.ok()) << once.status();
   ASSERT_TRUE(plain.ok()) << plain.status();
   GrammarMatcher m(*once);
@@ -814,18 +828,8 @@ TEST(OnceMembers, WhitespaceAndColonsAreReadFromTheTables) {
   auto vocab = VocabWithEos(tokens, "ws");
   ASSERT_NE(vocab, nullptr);
   GrammarCompiler compiler(vocab);
-  const std::string with = ClosedIntegers(declared, true);
-  const std::string without = ClosedIntegers(declared, false);
-  JsonSchemaOptions options;
-  options.whitespace = JsonWhitespace::kAny;
-  auto compile = [&](const std::string& schema, JsonPropertyOrder order) {
-    options.property_order = order;
-    auto converted = JsonSchemaToGrammar(schema, options);
-    EXPECT_TRUE(converted.ok()) << converted.status();
-    return compiler.Compile(std::move(converted->grammar));
-  };
-  auto once = compile(with, JsonPropertyOrder::kAny);
-  auto plain = compile(without, JsonPropertyOrder::kAnyRepeatable);
+  auto [once, plain] =
+      CompileClosedIntegers(compiler, declared, JsonWhitespace::kAny);
   ASSERT_TRUE(once.ok()) << once.status();
   ASSERT_TRUE(plain.ok()) << plain.status();
   // Tokens read for real from a stack whose top is outside a dispatch, and
@@ -884,16 +888,8 @@ TEST(OnceMembers, TokensTowardUnwrittenNamesAreReadFromTheTables) {
   auto vocab = VocabWithEos(tokens, "ws");
   ASSERT_NE(vocab, nullptr);
   GrammarCompiler compiler(vocab);
-  auto compile = [&](const std::string& schema, JsonPropertyOrder order) {
-    JsonSchemaOptions options;
-    options.property_order = order;
-    auto converted = JsonSchemaToGrammar(schema, options);
-    EXPECT_TRUE(converted.ok()) << converted.status();
-    return compiler.Compile(std::move(converted->grammar));
-  };
-  auto once = compile(ClosedIntegers(declared, true), JsonPropertyOrder::kAny);
-  auto plain = compile(ClosedIntegers(declared, false),
-                       JsonPropertyOrder::kAnyRepeatable);
+  auto [once, plain] =
+      CompileClosedIntegers(compiler, declared, JsonWhitespace::kAny);
   ASSERT_TRUE(once.ok()) << once.status();
   ASSERT_TRUE(plain.ok()) << plain.status();
   const internal::GrammarData& data = once->data();

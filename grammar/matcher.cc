@@ -204,23 +204,23 @@ void GrammarMatcher::PlanMask() {
     // (CheckRequiredMembersEndOnBytes): its sets hold until a level read in
     // such a rule, and above it.
     bool level_risky = risky(*it);
-    // Only a grammar with run-time checks keeps members (and only then is
-    // a level risky).
-    const MemberSet* members =
-        checking_ ? &stepper_.values().side(*it).members : nullptr;
-    const internal::MemberCheckedTokens::Filter checked =
-        checking_ ? data.member_checked.For(
-                        data.pda, *data.index, node.state, *members,
-                        !data.pda.IsDispatch(data.pda.StateRule(node.state)) &&
-                            FramesHaveSlack(*it))
-                  : internal::MemberCheckedTokens::Filter{nullptr, nullptr};
-    bool keyed = false;  // whether risky_keyed_ has this top's keys
+    // The top's filter, made at its first risky set (a level is risky only
+    // where a grammar keeps members): a top with none needs none.
+    internal::MemberCheckedTokens::Filter checked{nullptr, nullptr};
+    bool made = false;
     const auto add_risky = [&](const internal::TokenSet* set) {
-      risky_sets_.push_back({set, checked.bits});
-      if (checked.keyed != nullptr && !keyed) {
-        risky_keyed_.push_back({checked.keyed, *members});
-        keyed = true;
+      if (!made) {
+        made = true;
+        const MemberSet& members = stepper_.values().side(*it).members;
+        checked = data.member_checked.For(
+            data.pda, *data.index, node.state, members,
+            !data.pda.IsDispatch(data.pda.StateRule(node.state)) &&
+                FramesHaveSlack(*it));
+        if (checked.keyed != nullptr) {
+          risky_keyed_.push_back({checked.keyed, members});
+        }
       }
+      risky_sets_.push_back({set, checked.bits});
     };
     if (level_risky && !t->accepted.empty()) add_risky(&t->accepted);
     // Below the root rule's frame nothing may follow.

@@ -781,11 +781,8 @@ class KeyWalk {
   static constexpr size_t kMaxAlts = 64;
 
   MemberSet Reach(int32_t state) const {
-    const auto& reach = checked_.reach;
-    const auto it = std::lower_bound(reach.begin(), reach.end(), state,
-                                     [](const std::pair<int32_t, MemberSet>& e,
-                                        int32_t s) { return e.first < s; });
-    return it != reach.end() && it->first == state ? it->second : MemberSet();
+    const int32_t i = checked_.ReachIndex(state);
+    return i >= 0 ? checked_.reach[i].second : MemberSet();
   }
 
   // Whether `alts` grew.
@@ -914,18 +911,24 @@ MemberCheckedTokens::Filter MemberCheckedTokens::For(
                 : outside_dispatch.data(),
             nullptr};
   }
-  const auto it = std::lower_bound(reach.begin(), reach.end(), state,
-                                   [](const std::pair<int32_t, MemberSet>& e,
-                                      int32_t s) { return e.first < s; });
-  if (it == reach.end() || it->first != state) {
-    return {in_dispatch.data(), nullptr};
-  }
-  if (!members.Intersects(it->second))
+  const int32_t i = ReachIndex(state);
+  if (i < 0) return {in_dispatch.data(), nullptr};
+  if (!members.Intersects(reach[i].second)) {
     return {outside_dispatch.data(), nullptr};
-  LazyKeys& lazy = keys_[it - reach.begin()];
+  }
+  LazyKeys& lazy = keys_[i];
   std::call_once(lazy.once,
                  [&] { KeyWalk(pda, index, *this, &lazy.keys).Run(state); });
   return {outside_dispatch.data(), &lazy.keys};
+}
+
+int32_t MemberCheckedTokens::ReachIndex(int32_t state) const {
+  const auto it = std::lower_bound(reach.begin(), reach.end(), state,
+                                   [](const std::pair<int32_t, MemberSet>& e,
+                                      int32_t s) { return e.first < s; });
+  return it != reach.end() && it->first == state
+             ? static_cast<int32_t>(it - reach.begin())
+             : -1;
 }
 
 }  // namespace grammard::grammar::internal

@@ -121,6 +121,8 @@ struct MemberCheckedTokens {
   // state builds its keys.
   Filter For(const Pda& pda, const TokenIndex& index, int32_t state,
              const MemberSet& members, bool frames_have_slack) const;
+  // The position of a dispatch state in `reach`, -1 for other states.
+  int32_t ReachIndex(int32_t state) const;
 
   MemberCheckedTokens();
   ~MemberCheckedTokens();
