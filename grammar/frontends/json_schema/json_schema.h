@@ -100,8 +100,9 @@ enum class JsonPropertyOrder {
                    // time (a matcher's frame bits: masks next to a
                    // member read its separator for real, and each
                    // member written begins as one stack per member not
-                   // written yet); others need 2^(declared properties)
-                   // rules and are refused past 4096
+                   // written yet); others stay as written, as under
+                   // kAnyRepeatable, and past 256 declared properties
+                   // are refused
   kAnyWhenSmall,   // kAny for objects of at most 6 declared properties
                    // (64 grammar rules each), kAsWritten for larger ones
   kAnyRepeatable,  // kAnyWhenSmall, and larger objects in any order too

@@ -350,9 +350,17 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
   const bool once = opt_.order == PropertyOrder::kAny && !small &&
                     o.max_props < 0 && o.min_props <= 1 && num_witnesses == 0 &&
                     n <= static_cast<size_t>(kMaxCountedMembers);
+  // kAny's other larger objects (min/maxProperties, negated members) stay
+  // as written, as kAnyRepeatable's do: a state per subset made host.json's
+  // grammar five times its rules and its compile three times as long. Past
+  // what a frame counts they are refused, a declared order of 256 optional
+  // members being quadratic in alternatives.
+  const bool once_too_many = opt_.order == PropertyOrder::kAny && !small &&
+                             n > static_cast<size_t>(kMaxCountedMembers);
   const bool any_order =
-      opt_.order == PropertyOrder::kAny || repeatable || counted ||
-      (small && (opt_.order == PropertyOrder::kAnyWhenSmall ||
+      once || repeatable || counted || once_too_many ||
+      (small && (opt_.order == PropertyOrder::kAny ||
+                 opt_.order == PropertyOrder::kAnyWhenSmall ||
                  opt_.order == PropertyOrder::kAnyRepeatable));
   // The bit member j sets in `seen` when written in any order (none for an
   // optional member that may repeat).
