@@ -1,21 +1,16 @@
 #include <algorithm>
+#include <atomic>
+#include <memory>
+#include <mutex>
 #include <vector>
 
+#include "grammar/base/lazy_array.h"
 #include "grammar/engine/stack.h"
 #include "grammar/engine/token_table.h"
 
 namespace grammard::grammar::internal {
 
 namespace {
-
-const ContextTokens* FindContext(const std::vector<ContextTokens>& contexts,
-                                 int32_t return_state) {
-  auto it = std::lower_bound(
-      contexts.begin(), contexts.end(), return_state,
-      [](const ContextTokens& c, int32_t r) { return c.return_state < r; });
-  return it != contexts.end() && it->return_state == return_state ? &*it
-                                                                  : nullptr;
-}
 
 // How many callers deep contexts go, and how many a state may hold in all:
 // enough for JSON's `"},` (string, object, array) and for expression
@@ -34,6 +29,145 @@ bool Has(const std::vector<uint32_t>& bits, int32_t id) {
 
 }  // namespace
 
+// The contexts below one context: one per return state of its caller's
+// rule, each built by the first matcher that meets it. Building them with
+// their context (as many as a budget allowed) read, for a member called
+// from a hundred objects, a hundred contexts no output would meet, and left
+// the rest to be read for real at every mask.
+class ContextsBelow {
+ public:
+  ContextsBelow(const Pda& pda, const TokenIndex& index, int32_t state,
+                std::vector<int32_t> chain, std::vector<int32_t> uncertain,
+                const ContextTokens* like, int32_t alike,
+                std::atomic<size_t>* bytes)
+      : pda_(pda),
+        index_(index),
+        state_(state),
+        chain_(std::move(chain)),
+        uncertain_(std::move(uncertain)),
+        like_(like),
+        alike_(alike),
+        bytes_(bytes),
+        below_(Returns().size()),
+        own_bytes_(sizeof(*this) +
+                   (chain_.size() + uncertain_.size()) * sizeof(int32_t) +
+                   below_.MemoryBytes()) {}
+
+  const ContextTokens* Context(int32_t return_state) const {
+    const int64_t k = Index(return_state);
+    if (k < 0) return nullptr;
+    Entry& e = At(k);
+    if (e.built.load(std::memory_order_acquire)) return &e.tokens;
+    std::call_once(e.once, [&] {
+      std::vector<int32_t> deeper = chain_;
+      deeper.push_back(return_state);
+      // Below an alike return state, the same callers read alike too.
+      const ContextTokens* like = like_ != nullptr && like_->below != nullptr
+                                      ? like_->below->BuiltContext(return_state)
+                                      : nullptr;
+      Publish(&e, ClassifyInContext(pda_, index_, state_, deeper, uncertain_,
+                                    like, alike_, bytes_));
+    });
+    return &e.tokens;
+  }
+
+  const ContextTokens* BuiltContext(int32_t return_state) const {
+    const int64_t k = Index(return_state);
+    if (k < 0) return nullptr;
+    const Entry* e = below_.Find(k);
+    return e != nullptr && e->built.load(std::memory_order_acquire) ? &e->tokens
+                                                                    : nullptr;
+  }
+
+  std::vector<const ContextTokens*> Built() const {
+    std::vector<const ContextTokens*> out;
+    for (size_t k = 0; k < below_.size(); ++k) {
+      const Entry* e = below_.Find(k);
+      if (e != nullptr && e->built.load(std::memory_order_acquire)) {
+        out.push_back(&e->tokens);
+      }
+    }
+    return out;
+  }
+
+  bool Put(ContextTokens child) const {
+    const int64_t k = Index(child.return_state);
+    if (k < 0) return false;
+    Entry& e = At(k);
+    bool put = false;
+    std::call_once(e.once, [&] {
+      std::vector<int32_t> deeper = chain_;
+      deeper.push_back(child.return_state);
+      PrepareLoadedContext(pda_, index_, state_, deeper, bytes_, &child);
+      Publish(&e, std::move(child));
+      put = true;
+    });
+    return put;
+  }
+
+  // Without the contexts below, counted as they are made.
+  size_t Bytes() const { return own_bytes_; }
+
+ private:
+  struct Entry {
+    std::once_flag once;
+    std::atomic<bool> built{false};  // tokens may be read without `once`
+    ContextTokens tokens;
+  };
+
+  const std::vector<int32_t>& Returns() const {
+    return pda_.ReturnStates(pda_.StateRule(chain_.back()));
+  }
+  int64_t Index(int32_t return_state) const {
+    const std::vector<int32_t>& returns = Returns();
+    auto it = std::lower_bound(returns.begin(), returns.end(), return_state);
+    if (it == returns.end() || *it != return_state) return -1;
+    return it - returns.begin();
+  }
+  Entry& At(size_t k) const {
+    bool made = false;
+    Entry& e = below_.At(k, &made);
+    if (made) {
+      bytes_->fetch_add(LazyArray<Entry>::ChunkBytes(),
+                        std::memory_order_relaxed);
+    }
+    return e;
+  }
+  void Publish(Entry* e, ContextTokens tokens) const {
+    e->tokens = std::move(tokens);
+    bytes_->fetch_add(ContextsBelowAccess::Bytes(e->tokens),
+                      std::memory_order_relaxed);
+    e->built.store(true, std::memory_order_release);
+  }
+
+  const Pda& pda_;
+  const TokenIndex& index_;
+  const int32_t state_;
+  const std::vector<int32_t> chain_;      // the callers down to this level
+  const std::vector<int32_t> uncertain_;  // this level's
+  const ContextTokens* const like_;
+  const int32_t alike_;
+  std::atomic<size_t>* const bytes_;
+  LazyArray<Entry> below_;  // by index in Returns()
+  const size_t own_bytes_;
+};
+
+namespace {
+
+// The contexts below a context of `state` with callers `chain` and
+// `uncertain` tokens left: none when nothing is left or past the depth.
+std::shared_ptr<const ContextsBelow> MakeBelow(
+    const Pda& pda, const TokenIndex& index, int32_t state,
+    const std::vector<int32_t>& chain, const std::vector<int32_t>& uncertain,
+    const ContextTokens* like, int32_t alike, std::atomic<size_t>* bytes) {
+  if (uncertain.empty() || static_cast<int>(chain.size()) >= kMaxContextDepth)
+    return nullptr;
+  return std::make_shared<const ContextsBelow>(pda, index, state, chain,
+                                               uncertain, like, alike, bytes);
+}
+
+}  // namespace
+
 // Reads `uncertain` tokens of `state` with `chain` as its callers (chain[0]
 // the nearest) and, below the last, whatever its rule may find. With
 // `like`, the same context built for a return state whose next `alike`
@@ -46,9 +180,10 @@ ContextTokens ClassifyInContext(const Pda& pda, const TokenIndex& index,
                                 int32_t state,
                                 const std::vector<int32_t>& chain,
                                 const std::vector<int32_t>& uncertain,
-                                int* budget, const ContextTokens* like,
-                                int32_t alike, const TokenSet* known) {
-  ContextTokens out{chain.back(), {}, {}, {}};
+                                const ContextTokens* like, int32_t alike,
+                                std::atomic<size_t>* bytes,
+                                const TokenSet* known) {
+  ContextTokens out{chain.back(), {}, {}, nullptr};
   const int32_t words = (index.vocab().size() + 31) / 32;
   std::vector<int32_t> accepted;
   std::vector<int32_t> longer;  // the tokens read when `like` is given
@@ -112,25 +247,36 @@ ContextTokens ClassifyInContext(const Pda& pda, const TokenIndex& index,
     MarkIds(accepted, &bits);
     out.accepted = TokenSet::FromBits(std::move(bits));
   }
-  if (out.uncertain.empty() ||
-      static_cast<int>(chain.size()) >= kMaxContextDepth)
-    return out;
-  std::vector<int32_t> deeper = chain;
-  deeper.push_back(0);
-  for (int32_t r : pda.ReturnStates(pda.StateRule(chain.back()))) {
-    if (--*budget < 0) break;
-    deeper.back() = r;
-    // Below an alike return state, the same callers read alike too.
-    const ContextTokens* below_like =
-        like != nullptr ? like->Context(r) : nullptr;
-    out.contexts.push_back(ClassifyInContext(
-        pda, index, state, deeper, out.uncertain, budget, below_like, alike));
-  }
+  out.below =
+      MakeBelow(pda, index, state, chain, out.uncertain, like, alike, bytes);
   return out;
 }
 
+void PrepareLoadedContext(const Pda& pda, const TokenIndex& index,
+                          int32_t state, const std::vector<int32_t>& chain,
+                          std::atomic<size_t>* bytes, ContextTokens* c) {
+  c->below =
+      MakeBelow(pda, index, state, chain, c->uncertain, nullptr, 0, bytes);
+}
+
 const ContextTokens* ContextTokens::Context(int32_t return_state) const {
-  return FindContext(contexts, return_state);
+  return below != nullptr ? below->Context(return_state) : nullptr;
+}
+
+std::vector<const ContextTokens*> ContextsBelowAccess::Built(
+    const ContextTokens& c) {
+  if (c.below == nullptr) return {};
+  return c.below->Built();
+}
+
+bool ContextsBelowAccess::Put(const ContextTokens& c, ContextTokens child) {
+  return c.below != nullptr && c.below->Put(std::move(child));
+}
+
+size_t ContextsBelowAccess::Bytes(const ContextTokens& c) {
+  return sizeof(c) + c.accepted.MemoryBytes() +
+         c.uncertain.size() * sizeof(int32_t) +
+         (c.below != nullptr ? c.below->Bytes() : 0);
 }
 
 }  // namespace grammard::grammar::internal

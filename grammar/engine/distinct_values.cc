@@ -693,22 +693,13 @@ MemberCheckedTokens TokensThatMayCheckMembers(const Pda& pda,
   }
   out.keys_ =
       std::make_unique<MemberCheckedTokens::LazyKeys[]>(dispatch_states.size());
-  // A few bytes (a brace, a separator) are a few rows of the index; a
-  // walk of its trie stops early on many (a name's letters) but reads most
-  // of it on a few.
   auto bits = [&](const std::array<bool, 256>& bytes) {
     std::vector<uint32_t> out(index.all_bits().size(), 0);
-    if (std::count(bytes.begin(), bytes.end(), true) <= 8) {
-      for (int b = 0; b < 256; ++b) {
-        if (!bytes[b]) continue;
-        const std::vector<uint32_t>& row =
-            index.TokensWithByte(static_cast<uint8_t>(b));
-        for (size_t w = 0; w < out.size(); ++w) out[w] |= row[w];
-      }
-      return out;
-    }
-    for (int32_t id : TokensHolding(index, bytes)) {
-      out[id >> 5] |= 1u << (id & 31);
+    for (int b = 0; b < 256; ++b) {
+      if (!bytes[b]) continue;
+      const std::vector<uint32_t>& row =
+          index.TokensWithByte(static_cast<uint8_t>(b));
+      for (size_t w = 0; w < out.size(); ++w) out[w] |= row[w];
     }
     return out;
   };

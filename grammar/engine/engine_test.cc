@@ -831,14 +831,20 @@ TEST(EngineTest, LeafCacheNumbersKeysAndNeverGivesANumberTwice) {
   EXPECT_NE(again, id_c);
 }
 
-void ExpectSameContext(const ContextTokens& a, const ContextTokens& b,
-                       int32_t words, const std::string& where) {
+// Also every context below, each built on demand as the two are compared.
+void ExpectSameContext(const Pda& pda, const ContextTokens& a,
+                       const ContextTokens& b, int32_t words,
+                       const std::string& where) {
   ASSERT_EQ(a.return_state, b.return_state) << where;
   ASSERT_EQ(Row(a.accepted, words), Row(b.accepted, words)) << where;
   ASSERT_EQ(a.uncertain, b.uncertain) << where;
-  ASSERT_EQ(a.contexts.size(), b.contexts.size()) << where;
-  for (size_t i = 0; i < a.contexts.size(); ++i) {
-    ExpectSameContext(a.contexts[i], b.contexts[i], words, where + " below");
+  ASSERT_EQ(a.below == nullptr, b.below == nullptr) << where;
+  if (a.below == nullptr) return;
+  for (int32_t r : pda.ReturnStates(pda.StateRule(a.return_state))) {
+    const ContextTokens* da = a.Context(r);
+    const ContextTokens* db = b.Context(r);
+    ASSERT_TRUE(da != nullptr && db != nullptr) << where;
+    ExpectSameContext(pda, *da, *db, words, where + " below");
   }
 }
 
@@ -859,8 +865,55 @@ bool ExpectContextAsFresh(const std::shared_ptr<const TokenIndex>& index,
   const ContextTokens* want = fresh.Context(state, return_state);
   EXPECT_EQ(got == nullptr, want == nullptr) << where;
   if (got == nullptr || want == nullptr) return false;
-  ExpectSameContext(*got, *want, words, where);
+  ExpectSameContext(pda, *got, *want, words, where);
   return true;
+}
+
+// A rule called from more places than a build once read below a context
+// (64): every caller's context is there, built as it is asked for, and
+// settles the tokens leaving the string into it.
+TEST(EngineTest, ContextsBelowAWidelyCalledRuleAreAllBuilt) {
+  // Rule 2 a string, rule 1 it and some bytes no token holds,
+  // called from 70 places of the root, each between its own spellings of
+  // its number over {c,d} and {a,b}.
+  constexpr int kCallers = 70;
+  std::vector<E> callers;
+  for (int i = 0; i < kCallers; ++i) {
+    std::vector<E> before, after;
+    for (int bit = 0; bit < 7; ++bit) {
+      const bool one = (i >> bit) & 1;
+      before.push_back(Range(one ? 'd' : 'c', one ? 'd' : 'c'));
+      after.push_back(Range(one ? 'b' : 'a', one ? 'b' : 'a'));
+    }
+    std::vector<E> seq = before;
+    seq.push_back(Call(1));
+    seq.insert(seq.end(), after.begin(), after.end());
+    callers.push_back(Seq(std::move(seq)));
+  }
+  const Pda pda =
+      PdaOf({Alt(std::move(callers)), Seq({Call(2), Star(Range('y', 'y'))}),
+             Seq({Range('q', 'q'), Star(Range('x', 'x'))})});
+  auto index = std::make_shared<TokenIndex>(DenseVocab("abx", 3));
+  auto data = MakeGrammarData(index, pda);
+  ASSERT_TRUE(data.ok()) << data.status();
+  const TokenTable& table = (*data)->table;
+  int below = 0;
+  for (int32_t s = 0; s < pda.num_states(); ++s) {
+    if (pda.StateRule(s) != 2) continue;
+    const StateTokens* tokens = table.For(s);
+    if (tokens == nullptr || tokens->uncertain.empty()) continue;
+    for (int32_t wrapper : pda.ReturnStates(2)) {
+      const ContextTokens* ctx = table.Context(s, wrapper);
+      ASSERT_NE(ctx, nullptr);
+      for (int32_t r : pda.ReturnStates(pda.StateRule(wrapper))) {
+        const ContextTokens* caller = ctx->Context(r);
+        ASSERT_NE(caller, nullptr) << "state " << s << " caller " << r;
+        EXPECT_LT(caller->uncertain.size(), ctx->uncertain.size());
+        ++below;
+      }
+    }
+  }
+  EXPECT_GE(below, kCallers);
 }
 
 TEST(EngineTest, ContextsBuiltFromAlikeReturnStatesEqualFreshOnes) {

@@ -99,13 +99,13 @@ void TokenIndex::BuildSubtreeBytes(const std::vector<int32_t>& parent) {
 }
 
 const std::vector<uint32_t>& TokenIndex::TokensWithByte(uint8_t byte) const {
-  std::call_once(byte_rows_once_[byte], [&] {
-    std::vector<uint32_t>& row = byte_rows_[byte];
-    row.assign(all_bits_.size(), 0);
+  std::call_once(byte_rows_once_, [&] {
+    for (std::vector<uint32_t>& row : byte_rows_) {
+      row.assign(all_bits_.size(), 0);
+    }
     for (int32_t id : ids_) {
-      if (vocab_->bytes(id).find(static_cast<char>(byte)) !=
-          std::string_view::npos) {
-        row[id >> 5] |= 1u << (id & 31);
+      for (const char ch : vocab_->bytes(id)) {
+        byte_rows_[static_cast<uint8_t>(ch)][id >> 5] |= 1u << (id & 31);
       }
     }
   });

@@ -53,9 +53,12 @@ class TokenIndex {
   int32_t LongestPrefix(std::string_view text) const;
   // The ids of every token here, one bit per id of the vocabulary.
   const std::vector<uint32_t>& all_bits() const { return all_bits_; }
-  // The ids of the tokens here holding `byte`, in all_bits' layout, built
-  // on first use (a read of every token, about 1 ms for 128K tokens; 16 KB
-  // kept): the tokens holding one of a few bytes are an OR of a few rows.
+  // The ids of the tokens here holding `byte`, in all_bits' layout: the
+  // tokens holding one of some bytes are an OR of their rows. The rows of
+  // every byte are built together on first use (one read of every token,
+  // a few milliseconds for 128K tokens; 4 MB kept): a grammar's names
+  // bring dozens of bytes, and a walk of the trie for them cost each
+  // compile more than half a millisecond.
   const std::vector<uint32_t>& TokensWithByte(uint8_t byte) const;
   // The ids of the tokens here, longest first (ties in byte order): near a
   // counted string's bound only tokens longer than its slack can pass it,
@@ -91,7 +94,7 @@ class TokenIndex {
   std::shared_ptr<const Vocabulary> vocab_;
   std::vector<int32_t> ids_;
   std::vector<uint32_t> all_bits_;
-  mutable std::array<std::once_flag, 256> byte_rows_once_;
+  mutable std::once_flag byte_rows_once_;
   mutable std::array<std::vector<uint32_t>, 256> byte_rows_;
   std::vector<int32_t> longest_first_;
   std::vector<int32_t> lcp_;

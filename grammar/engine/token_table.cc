@@ -19,7 +19,8 @@ namespace grammard::grammar::internal {
 // to stack steps (ClassifyMixedState) is walked by ClassifyState instead.
 constexpr int32_t kMixedVocabShare = 16;
 
-// Contexts below one first-level context (which are built on demand).
+// Contexts below one first-level context that Prebuild builds with it (a
+// matcher builds the others as it meets them).
 constexpr int kMaxNestedContexts = 64;
 // How many bytes ahead return states are compared for sharing contexts:
 // most tokens are shorter, and the few longer ones are read for real.
@@ -99,13 +100,6 @@ std::vector<int32_t> ShareGroups(const Pda& pda, int32_t max_len,
     group[s] = local[s] >= 0 && done ? refined.cls[local[s]] : -1 - alone++;
   }
   return group;
-}
-
-size_t ContextBytes(const ContextTokens& c) {
-  size_t bytes = sizeof(c) + c.accepted.MemoryBytes() +
-                 c.uncertain.size() * sizeof(int32_t);
-  for (const ContextTokens& d : c.contexts) bytes += ContextBytes(d);
-  return bytes;
 }
 
 }  // namespace
@@ -212,7 +206,19 @@ bool TokenTable::Prebuild(std::chrono::steady_clock::time_point deadline,
     if (t == nullptr || t->uncertain.empty()) continue;
     for (int32_t r : pda_.ReturnStates(pda_.StateRule(s))) {
       if (stop()) return false;
-      Context(s, r);
+      // With the contexts below it, nearest first, as many as a matcher
+      // would likely meet.
+      std::vector<const ContextTokens*> level{Context(s, r)};
+      int budget = kMaxNestedContexts;
+      for (size_t k = 0; k < level.size() && budget > 0; ++k) {
+        if (level[k] == nullptr || level[k]->below == nullptr) continue;
+        for (int32_t below :
+             pda_.ReturnStates(pda_.StateRule(level[k]->return_state))) {
+          if (stop()) return false;
+          if (--budget < 0) break;
+          level.push_back(level[k]->Context(below));
+        }
+      }
     }
   }
   complete_.store(true, std::memory_order_release);
@@ -270,7 +276,7 @@ void TokenTable::Publish(size_t i, StateTokens tokens) const {
 
 void TokenTable::Publish(LazyContext* context, ContextTokens tokens) const {
   context->tokens = std::move(tokens);
-  built_bytes_.fetch_add(ContextBytes(context->tokens),
+  built_bytes_.fetch_add(ContextsBelowAccess::Bytes(context->tokens),
                          std::memory_order_relaxed);
   context->built.store(true, std::memory_order_release);
 }
@@ -296,7 +302,6 @@ const ContextTokens* TokenTable::Context(int32_t state,
   LazyContext& c = ContextAt(&slot, it - returns.begin());
   if (c.built.load(std::memory_order_acquire)) return &c.tokens;
   std::call_once(c.once, [&] {
-    int budget = kMaxNestedContexts;
     int32_t alike = 0;
     std::call_once(slot.links_once, [&] {
       slot.links =
@@ -326,8 +331,8 @@ const ContextTokens* TokenTable::Context(int32_t state,
       ChainSplit split = SplitByCallChain(pda_, first_state_[i], return_state,
                                           slot.tokens.uncertain, *slot.links);
       Publish(&c, ClassifyInContext(pda_, index_, first_state_[i],
-                                    {return_state}, split.unsettled, &budget,
-                                    like, alike, &split.accepted));
+                                    {return_state}, split.unsettled, like,
+                                    alike, &built_bytes_, &split.accepted));
       if (split.far) {
         const LazyContext* none = nullptr;
         slot.chain_model.compare_exchange_strong(none, &c,
@@ -336,7 +341,8 @@ const ContextTokens* TokenTable::Context(int32_t state,
       return;
     }
     Publish(&c, ClassifyInContext(pda_, index_, first_state_[i], {return_state},
-                                  slot.tokens.uncertain, &budget, like, alike));
+                                  slot.tokens.uncertain, like, alike,
+                                  &built_bytes_));
   });
   return &c.tokens;
 }
@@ -413,45 +419,42 @@ int32_t TokenTable::num_built() const {
 namespace grammard::grammar::internal {
 namespace {
 
-// Contexts nest one level per caller; a bound keeps a malformed buffer from
-// recursing deep.
-constexpr int kMaxLoadDepth = 64;
-
 void SaveContext(const ContextTokens& c, ByteWriter* out) {
   out->Put<int32_t>(c.return_state);
   c.accepted.Save(out);
   out->PutVector(c.uncertain);
-  out->Put<uint64_t>(c.contexts.size());
-  for (const ContextTokens& d : c.contexts) SaveContext(d, out);
+  const std::vector<const ContextTokens*> below = ContextsBelowAccess::Built(c);
+  out->Put<uint64_t>(below.size());
+  for (const ContextTokens* d : below) SaveContext(*d, out);
 }
 
-bool LoadContexts(ByteReader* in, int32_t states, int32_t vocab_size, int depth,
-                  std::vector<ContextTokens>* out);
-
-bool LoadContext(ByteReader* in, int32_t states, int32_t vocab_size, int depth,
-                 ContextTokens* c) {
-  if (!in->Get(&c->return_state) || c->return_state < 0 ||
-      c->return_state >= states || !c->accepted.Load(in, vocab_size) ||
-      !LoadTokenIds(in, vocab_size, &c->uncertain) ||
-      !LoadContexts(in, states, vocab_size, depth + 1, &c->contexts)) {
-    return in->Fail();
-  }
-  return true;
+// A context's own fields; the contexts below it follow (LoadBelow), once
+// it is placed.
+bool LoadFields(ByteReader* in, int32_t states, int32_t vocab_size,
+                ContextTokens* c) {
+  return in->Get(&c->return_state) && c->return_state >= 0 &&
+         c->return_state < states && c->accepted.Load(in, vocab_size) &&
+         LoadTokenIds(in, vocab_size, &c->uncertain);
 }
 
-bool LoadContexts(ByteReader* in, int32_t states, int32_t vocab_size, int depth,
-                  std::vector<ContextTokens>* out) {
+// The contexts below `c`, in return-state order; those of return states
+// not of c's caller's rule, or past the depth contexts go to, fail it
+// (which also bounds the recursion).
+bool LoadBelow(ByteReader* in, int32_t states, int32_t vocab_size,
+               const ContextTokens& c) {
   uint64_t n = 0;
   if (!in->Get(&n)) return false;
-  if (n > 0 && depth >= kMaxLoadDepth) return in->Fail();
+  int32_t last = -1;
   for (uint64_t i = 0; i < n; ++i) {
-    ContextTokens c;
-    if (!LoadContext(in, states, vocab_size, depth, &c)) return false;
-    // Context() finds them by binary search.
-    if (!out->empty() && out->back().return_state >= c.return_state) {
+    ContextTokens child;
+    if (!LoadFields(in, states, vocab_size, &child) ||
+        child.return_state <= last) {
       return in->Fail();
     }
-    out->push_back(std::move(c));
+    last = child.return_state;
+    if (!ContextsBelowAccess::Put(c, std::move(child))) return in->Fail();
+    const ContextTokens* placed = c.Context(last);
+    if (!LoadBelow(in, states, vocab_size, *placed)) return false;
   }
   return true;
 }
@@ -515,12 +518,17 @@ absl::Status TokenTable::Load(ByteReader* in) {
       if (!in->Get(&context_built) || context_built > 1) return in->Malformed();
       if (!context_built) continue;
       ContextTokens c;
-      if (!LoadContext(in, pda_.num_states(), vocab_size, 1, &c) ||
+      if (!LoadFields(in, pda_.num_states(), vocab_size, &c) ||
           c.return_state != returns[k]) {
         return in->Malformed();
       }
+      PrepareLoadedContext(pda_, index_, first_state_[i], {returns[k]},
+                           &built_bytes_, &c);
       LazyContext& lazy = ContextAt(&target, k);
       std::call_once(lazy.once, [&] { Publish(&lazy, std::move(c)); });
+      if (!LoadBelow(in, pda_.num_states(), vocab_size, lazy.tokens)) {
+        return in->Malformed();
+      }
     }
   }
   return absl::OkStatus();

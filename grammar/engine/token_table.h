@@ -53,6 +53,8 @@
 
 namespace grammard::grammar::internal {
 
+class ContextsBelow;
+
 // Uncertain tokens settled by what lies below a stack top: most tokens that
 // leave a rule end inside its caller (`",` after a string in an array), so
 // a few levels of known callers decide them.
@@ -60,10 +62,15 @@ struct ContextTokens {
   int32_t return_state;            // the caller's state at this level
   TokenSet accepted;               // allowed whatever lies further below
   std::vector<int32_t> uncertain;  // leave this caller's rule too
-  // The next caller down, by return_state, while uncertain is not empty and
-  // the depth limit allows; past it the matcher reads the tokens for real.
-  std::vector<ContextTokens> contexts;
+  // The contexts of the next caller down, one per return state of this
+  // caller's rule, each built the first time a matcher asks for it (a
+  // member called from a hundred objects has a hundred); null when nothing
+  // is uncertain or past the depth limit, where the matcher reads the
+  // tokens for real. Shared by copies (SameChainReading).
+  std::shared_ptr<const ContextsBelow> below;
 
+  // The next caller's context, or null; builds it on the first call (safe
+  // from any number of threads, a context being built is waited for).
   const ContextTokens* Context(int32_t return_state) const;
 };
 
@@ -277,17 +284,41 @@ int32_t Below(const Pda& pda, int32_t rule);
 bool StartsChainLink(const Pda& pda, int32_t state);
 
 // The context of `uncertain` tokens of `state` below the callers `chain`
-// (chain[0] the nearest), with the contexts below it up to
-// six callers (kMaxContextDepth), while `*budget` lasts. With `like` (a context
+// (chain[0] the nearest), its own contexts below left to be built on
+// demand up to six callers (kMaxContextDepth). With `like` (a context
 // whose return state reads its next `alike` bytes as chain.back()'s does),
-// only tokens longer than that are read; the others are copied. `known`:
-// tokens already known to be accepted (not in `uncertain`).
+// only tokens longer than that are read; the others are copied, and so
+// below it from what `like` has built by then. `known`: tokens already
+// known to be accepted (not in `uncertain`). Contexts built later add
+// their bytes to `*bytes` (the table's count, which must outlive them).
 ContextTokens ClassifyInContext(const Pda& pda, const TokenIndex& index,
                                 int32_t state,
                                 const std::vector<int32_t>& chain,
                                 const std::vector<int32_t>& uncertain,
-                                int* budget, const ContextTokens* like,
-                                int32_t alike, const TokenSet* known = nullptr);
+                                const ContextTokens* like, int32_t alike,
+                                std::atomic<size_t>* bytes,
+                                const TokenSet* known = nullptr);
+
+// What a context and what lies below it hold, for Save, Load and memory
+// accounting; `c` was made by ClassifyInContext (or by LoadBelow).
+struct ContextsBelowAccess {
+  // The contexts below `c` built so far, in return-state order.
+  static std::vector<const ContextTokens*> Built(const ContextTokens& c);
+  // Puts a loaded context below `c` (its return state one of c's rule's,
+  // not yet built), with the ones below it to be built on demand: false
+  // when its return state is not one of them.
+  static bool Put(const ContextTokens& c, ContextTokens child);
+  // `c` and its share of what lies below, built or not (contexts built
+  // later are counted as they are built).
+  static size_t Bytes(const ContextTokens& c);
+};
+
+// Makes `*c` (loaded: its return state, accepted and uncertain tokens) a
+// context of `state` below `chain`, with its contexts below to be built on
+// demand, as ClassifyInContext would.
+void PrepareLoadedContext(const Pda& pda, const TokenIndex& index,
+                          int32_t state, const std::vector<int32_t>& chain,
+                          std::atomic<size_t>* bytes, ContextTokens* c);
 
 }  // namespace grammard::grammar::internal
 
