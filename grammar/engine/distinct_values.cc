@@ -693,15 +693,27 @@ MemberCheckedTokens TokensThatMayCheckMembers(const Pda& pda,
   }
   out.keys_ =
       std::make_unique<MemberCheckedTokens::LazyKeys[]>(dispatch_states.size());
+  // Kept by the index under their bytes: most grammars ask for the same.
+  const auto key =
+      [](const char* what,
+         std::initializer_list<const std::array<bool, 256>*> sets) {
+        std::string k = what;
+        for (const std::array<bool, 256>* bytes : sets) {
+          for (int b = 0; b < 256; ++b) k.push_back((*bytes)[b] ? '1' : '0');
+        }
+        return k;
+      };
   auto bits = [&](const std::array<bool, 256>& bytes) {
-    std::vector<uint32_t> out(index.all_bits().size(), 0);
-    for (int b = 0; b < 256; ++b) {
-      if (!bytes[b]) continue;
-      const std::vector<uint32_t>& row =
-          index.TokensWithByte(static_cast<uint8_t>(b));
-      for (size_t w = 0; w < out.size(); ++w) out[w] |= row[w];
-    }
-    return out;
+    return *index.ByteFilter(key("holding", {&bytes}), [&] {
+      std::vector<uint32_t> out(index.all_bits().size(), 0);
+      for (int b = 0; b < 256; ++b) {
+        if (!bytes[b]) continue;
+        const std::vector<uint32_t>& row =
+            index.TokensWithByte(static_cast<uint8_t>(b));
+        for (size_t w = 0; w < out.size(); ++w) out[w] |= row[w];
+      }
+      return out;
+    });
   };
   out.outside_dispatch = bits(outside);
   out.in_dispatch = bits(inside);
@@ -712,23 +724,28 @@ MemberCheckedTokens TokensThatMayCheckMembers(const Pda& pda,
   if (std::count(separator.begin(), separator.end(), true) > 0) {
     std::array<bool, 256> hard;
     for (int b = 0; b < 256; ++b) hard[b] = outside[b] && !separator[b];
-    out.outside_with_slack = bits(hard);
-    const Vocabulary& vocab = index.vocab();
-    const std::vector<uint32_t> holding = bits(separator);
-    for (size_t w = 0; w < holding.size(); ++w) {
-      for (uint32_t word = holding[w]; word != 0; word &= word - 1) {
-        const int32_t id = static_cast<int32_t>(w * 32) + __builtin_ctz(word);
-        bool after_separator = false, after_open = false, risky = false;
-        for (const char ch : vocab.bytes(id)) {
-          const uint8_t b = static_cast<uint8_t>(ch);
-          risky = risky || (after_separator && inside[b]) ||
-                  (after_open && separator[b]);
-          after_separator = after_separator || separator[b];
-          after_open = after_open || opens[b];
-        }
-        if (risky) out.outside_with_slack[id >> 5] |= 1u << (id & 31);
-      }
-    }
+    out.outside_with_slack = *index.ByteFilter(
+        key("slack", {&hard, &separator, &inside, &opens}), [&] {
+          std::vector<uint32_t> slack = bits(hard);
+          const Vocabulary& vocab = index.vocab();
+          const std::vector<uint32_t> holding = bits(separator);
+          for (size_t w = 0; w < holding.size(); ++w) {
+            for (uint32_t word = holding[w]; word != 0; word &= word - 1) {
+              const int32_t id =
+                  static_cast<int32_t>(w * 32) + __builtin_ctz(word);
+              bool after_separator = false, after_open = false, risky = false;
+              for (const char ch : vocab.bytes(id)) {
+                const uint8_t b = static_cast<uint8_t>(ch);
+                risky = risky || (after_separator && inside[b]) ||
+                        (after_open && separator[b]);
+                after_separator = after_separator || separator[b];
+                after_open = after_open || opens[b];
+              }
+              if (risky) slack[id >> 5] |= 1u << (id & 31);
+            }
+          }
+          return slack;
+        });
   }
   return out;
 }

@@ -468,6 +468,31 @@ TEST(EngineTest, TokensReadTogetherReachWhatEachReachesAlone) {
   EXPECT_GT(looping, 100);  // sets that read a byte back into themselves
 }
 
+TEST(EngineTest, ByteFiltersAreMadeOncePerKeyUpToTheirBound) {
+  std::mt19937 rng(14);
+  const TokenIndex index(RandomVocab(&rng));
+  int made = 0;
+  const auto make = [&] {
+    ++made;
+    return std::vector<uint32_t>(index.all_bits().size(), made);
+  };
+  const auto first = index.ByteFilter("a", make);
+  EXPECT_EQ(index.ByteFilter("a", make), first);
+  EXPECT_EQ(made, 1);
+  EXPECT_NE(index.ByteFilter("b", make), first);
+  EXPECT_EQ(made, 2);
+  // Past the bound, each is made when asked for and is what make made.
+  for (size_t k = 2; k < TokenIndex::kMaxByteFilters; ++k) {
+    index.ByteFilter("k" + std::to_string(k), make);
+  }
+  const int before = made;
+  const auto late = index.ByteFilter("late", make);
+  EXPECT_EQ((*late)[0], static_cast<uint32_t>(before + 1));
+  index.ByteFilter("late", make);
+  EXPECT_EQ(made, before + 2);
+  EXPECT_EQ(index.ByteFilter("a", make), first);
+}
+
 TEST(EngineTest, TokensWithAByteAreThoseWhoseBytesHoldIt) {
   // Against a direct reading of every token, on random vocabularies, for
   // bytes held by some tokens and by none (a special token holds none).

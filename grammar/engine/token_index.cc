@@ -112,6 +112,20 @@ const std::vector<uint32_t>& TokenIndex::TokensWithByte(uint8_t byte) const {
   return byte_rows_[byte];
 }
 
+std::shared_ptr<const std::vector<uint32_t>> TokenIndex::ByteFilter(
+    const std::string& key,
+    const std::function<std::vector<uint32_t>()>& make) const {
+  {
+    std::lock_guard<std::mutex> lock(byte_filters_mu_);
+    auto it = byte_filters_.find(key);
+    if (it != byte_filters_.end()) return it->second;
+  }
+  auto made = std::make_shared<const std::vector<uint32_t>>(make());
+  std::lock_guard<std::mutex> lock(byte_filters_mu_);
+  if (byte_filters_.size() < kMaxByteFilters) byte_filters_.emplace(key, made);
+  return made;
+}
+
 int32_t TokenIndex::SkipPast(int32_t i, int32_t depth) const {
   int32_t j = i + 1;
   while (j < size() && lcp_[j] >= depth) ++j;

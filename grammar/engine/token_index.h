@@ -15,9 +15,12 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "grammar/vocabulary.h"
@@ -60,6 +63,17 @@ class TokenIndex {
   // bring dozens of bytes, and a walk of the trie for them cost each
   // compile more than half a millisecond.
   const std::vector<uint32_t>& TokensWithByte(uint8_t byte) const;
+  // A bitset of tokens (all_bits' layout) chosen by bytes alone, kept under
+  // `key` (which must name everything `make` reads) for the grammars of
+  // this vocabulary that ask again: counted members' filters are nearly
+  // always the same few, and making them was a third of a small schema's
+  // compile. At most kMaxByteFilters are kept (16 KB each for 128K
+  // tokens); past that they are made each time. Thread-safe; `make` runs
+  // outside the lock, so two threads may both make a new one.
+  static constexpr size_t kMaxByteFilters = 64;
+  std::shared_ptr<const std::vector<uint32_t>> ByteFilter(
+      const std::string& key,
+      const std::function<std::vector<uint32_t>()>& make) const;
   // The ids of the tokens here, longest first (ties in byte order): near a
   // counted string's bound only tokens longer than its slack can pass it,
   // so a matcher reads for real a prefix of this list (distinct_values.h).
@@ -96,6 +110,10 @@ class TokenIndex {
   std::vector<uint32_t> all_bits_;
   mutable std::once_flag byte_rows_once_;
   mutable std::array<std::vector<uint32_t>, 256> byte_rows_;
+  mutable std::mutex byte_filters_mu_;
+  mutable std::unordered_map<std::string,
+                             std::shared_ptr<const std::vector<uint32_t>>>
+      byte_filters_;
   std::vector<int32_t> longest_first_;
   std::vector<int32_t> lcp_;
   std::vector<uint8_t> node_byte_;
