@@ -37,23 +37,23 @@ bool Has(const std::vector<uint32_t>& bits, int32_t id) {
 class ContextsBelow {
  public:
   ContextsBelow(const Pda& pda, const TokenIndex& index, int32_t state,
-                std::vector<int32_t> chain, std::vector<int32_t> uncertain,
-                const ContextTokens* like, int32_t alike,
-                std::atomic<size_t>* bytes)
+                std::vector<int32_t> chain, const ContextTokens* like,
+                int32_t alike, std::atomic<size_t>* bytes)
       : pda_(pda),
         index_(index),
         state_(state),
         chain_(std::move(chain)),
-        uncertain_(std::move(uncertain)),
         like_(like),
         alike_(alike),
         bytes_(bytes),
         below_(Returns().size()),
-        own_bytes_(sizeof(*this) +
-                   (chain_.size() + uncertain_.size()) * sizeof(int32_t) +
+        own_bytes_(sizeof(*this) + chain_.size() * sizeof(int32_t) +
                    below_.MemoryBytes()) {}
 
-  const ContextTokens* Context(int32_t return_state) const {
+  // `uncertain`: the tokens of the context this lies below (equal in the
+  // copies that share it).
+  const ContextTokens* Context(int32_t return_state,
+                               const std::vector<int32_t>& uncertain) const {
     const int64_t k = Index(return_state);
     if (k < 0) return nullptr;
     Entry& e = At(k);
@@ -65,7 +65,7 @@ class ContextsBelow {
       const ContextTokens* like = like_ != nullptr && like_->below != nullptr
                                       ? like_->below->BuiltContext(return_state)
                                       : nullptr;
-      Publish(&e, ClassifyInContext(pda_, index_, state_, deeper, uncertain_,
+      Publish(&e, ClassifyInContext(pda_, index_, state_, deeper, uncertain,
                                     like, alike_, bytes_));
     });
     return &e.tokens;
@@ -128,8 +128,7 @@ class ContextsBelow {
     bool made = false;
     Entry& e = below_.At(k, &made);
     if (made) {
-      bytes_->fetch_add(LazyArray<Entry>::ChunkBytes(),
-                        std::memory_order_relaxed);
+      bytes_->fetch_add(Below::ChunkBytes(), std::memory_order_relaxed);
     }
     return e;
   }
@@ -143,12 +142,15 @@ class ContextsBelow {
   const Pda& pda_;
   const TokenIndex& index_;
   const int32_t state_;
-  const std::vector<int32_t> chain_;      // the callers down to this level
-  const std::vector<int32_t> uncertain_;  // this level's
+  const std::vector<int32_t> chain_;  // the callers down to this level
   const ContextTokens* const like_;
   const int32_t alike_;
   std::atomic<size_t>* const bytes_;
-  LazyArray<Entry> below_;  // by index in Returns()
+  // By index in Returns(). Most callers' rules return to a few states: a
+  // chunk of 64 contexts (7 KB) per context doubled a small grammar's
+  // memory.
+  using Below = LazyArray<Entry, 4>;
+  Below below_;
   const size_t own_bytes_;
 };
 
@@ -162,8 +164,8 @@ std::shared_ptr<const ContextsBelow> MakeBelow(
     const ContextTokens* like, int32_t alike, std::atomic<size_t>* bytes) {
   if (uncertain.empty() || static_cast<int>(chain.size()) >= kMaxContextDepth)
     return nullptr;
-  return std::make_shared<const ContextsBelow>(pda, index, state, chain,
-                                               uncertain, like, alike, bytes);
+  return std::make_shared<const ContextsBelow>(pda, index, state, chain, like,
+                                               alike, bytes);
 }
 
 }  // namespace
@@ -260,7 +262,7 @@ void PrepareLoadedContext(const Pda& pda, const TokenIndex& index,
 }
 
 const ContextTokens* ContextTokens::Context(int32_t return_state) const {
-  return below != nullptr ? below->Context(return_state) : nullptr;
+  return below != nullptr ? below->Context(return_state, uncertain) : nullptr;
 }
 
 std::vector<const ContextTokens*> ContextsBelowAccess::Built(
