@@ -468,6 +468,28 @@ TEST(EngineTest, TokensReadTogetherReachWhatEachReachesAlone) {
   EXPECT_GT(looping, 100);  // sets that read a byte back into themselves
 }
 
+// States of a call-free rule that read alike for a token's length share
+// one table when the rule is large (a bounded repeat); a small rule's
+// states each keep their own.
+TEST(EngineTest, OnlyLargeCallFreeRulesShareTables) {
+  auto index = std::make_shared<TokenIndex>(DenseVocab("x", 3));
+  for (int repeat : {10, 100}) {
+    std::vector<E> xs(repeat, Alt({Empty(), Range('x', 'x')}));
+    const Pda pda = PdaOf({Seq(std::move(xs))});
+    auto data = MakeGrammarData(index, pda);
+    ASSERT_TRUE(data.ok()) << data.status();
+    int32_t reading = 0;
+    for (int32_t s = 0; s < pda.num_states(); ++s) reading += pda.HasBytes(s);
+    ASSERT_EQ(reading, repeat);
+    if (repeat < 64) {
+      EXPECT_EQ((*data)->table.num_tables(), reading);
+    } else {
+      // Those with four or more x to go read every token alike.
+      EXPECT_EQ((*data)->table.num_tables(), 4);
+    }
+  }
+}
+
 TEST(EngineTest, ByteFiltersAreMadeOncePerKeyUpToTheirBound) {
   std::mt19937 rng(14);
   const TokenIndex index(RandomVocab(&rng));

@@ -38,6 +38,9 @@ constexpr size_t kAlikeVocabShare = 32;
 
 namespace {
 
+// Rules of fewer states are not grouped (ShareGroups).
+constexpr int32_t kMinSharedRuleStates = 64;
+
 // Groups states whose tables must be equal, so each group is classified
 // once. States of rules that call nothing read tokens inside their own
 // automaton until they leave it (into the same return states, for the same
@@ -50,9 +53,18 @@ std::vector<int32_t> ShareGroups(const Pda& pda, int32_t max_len,
                                  const Deadline& deadline) {
   const int32_t n = pda.num_states();
   std::vector<bool> leaf_rule(pda.num_rules(), true);
+  std::vector<int32_t> rule_states(pda.num_rules(), 0);
   for (int32_t s = 0; s < n; ++s) {
+    ++rule_states[pda.StateRule(s)];
     if (pda.CallsBegin(s) != pda.CallsEnd(s))
       leaf_rule[pda.StateRule(s)] = false;
+  }
+  // A small rule's alike states share little (their tables are walks the
+  // leaf cache shares anyway), and refining them cost kAny's grammars,
+  // where each member with a scalar value is such a rule, five times the
+  // work of the rest.
+  for (int32_t r = 0; r < pda.num_rules(); ++r) {
+    if (rule_states[r] < kMinSharedRuleStates) leaf_rule[r] = false;
   }
   // The states of leaf rules, numbered among themselves, with their moves
   // as runs of bytes with one target (-1: dead).
