@@ -672,19 +672,30 @@ std::string ClosedIntegers(const std::set<std::string>& declared,
          properties + "}}";
 }
 
+// The vocabulary of `tokens` and an end-of-sequence token, and with it
 // ClosedIntegers(declared) with "b" required, in any order and each once,
 // and without, as kAnyRepeatable reads it: what
-// UniformWalksAgainstADirectReading compares.
-struct OnceAndPlain {
-  absl::StatusOr<CompiledGrammar> once, plain;
+// UniformWalksAgainstADirectReading compares. Fails the test when one is
+// missing.
+struct ClosedIntegersGrammars {
+  std::shared_ptr<const Vocabulary> vocab;
+  absl::StatusOr<CompiledGrammar> once = absl::UnknownError("not compiled");
+  absl::StatusOr<CompiledGrammar> plain = absl::UnknownError("not compiled");
 };
-OnceAndPlain CompileClosedIntegers(const GrammarCompiler& compiler,
-                                   const std::set<std::string>& declared,
-                                   JsonWhitespace whitespace) {
-  return {CompileSchema(compiler, ClosedIntegers(declared, true),
-                        JsonPropertyOrder::kAny, whitespace),
-          CompileSchema(compiler, ClosedIntegers(declared, false),
-                        JsonPropertyOrder::kAnyRepeatable, whitespace)};
+void CompileClosedIntegers(std::vector<std::string> tokens,
+                           const std::string& vocab_name,
+                           const std::set<std::string>& declared,
+                           JsonWhitespace whitespace,
+                           ClosedIntegersGrammars* out) {
+  out->vocab = VocabWithEos(std::move(tokens), vocab_name);
+  ASSERT_NE(out->vocab, nullptr);
+  GrammarCompiler compiler(out->vocab);
+  out->once = CompileSchema(compiler, ClosedIntegers(declared, true),
+                            JsonPropertyOrder::kAny, whitespace);
+  out->plain = CompileSchema(compiler, ClosedIntegers(declared, false),
+                             JsonPropertyOrder::kAnyRepeatable, whitespace);
+  ASSERT_TRUE(out->once.ok()) << out->once.status();
+  ASSERT_TRUE(out->plain.ok()) << out->plain.status();
 }
 
 // Uniform random walks over `once` (ClosedIntegers with "b" required, in
@@ -741,13 +752,11 @@ TEST(OnceMembers, APrefixOfWrittenNamesOnlyIsRefused) {
                         "\"\xC3"}) {
     tokens.push_back(t);
   }
-  auto vocab = VocabWithEos(tokens, "trie");
-  ASSERT_NE(vocab, nullptr);
-  GrammarCompiler compiler(vocab);
-  auto [once, plain] =
-      CompileClosedIntegers(compiler, declared, JsonWhitespace::kCompact);
-  ASSERT_TRUE(once.ok()) << once.status();
-  ASSERT_TRUE(plain.ok()) << plain.status();
+  ClosedIntegersGrammars grammars;
+  ASSERT_NO_FATAL_FAILURE(
+      CompileClosedIntegers(std::move(tokens), "trie", declared,
+                            JsonWhitespace::kCompact, &grammars));
+  const auto& [vocab, once, plain] = grammars;
   GrammarMatcher m(*once);
   ASSERT_TRUE(m.AcceptString(R"({"ab":1,"abc":1,"abd":1,"abe":1)").ok());
   EXPECT_FALSE(m.AcceptString(",\"ab").ok());
@@ -825,13 +834,10 @@ TEST(OnceMembers, WhitespaceAndColonsAreReadFromTheTables) {
                         "\"\n", "1}", " }", "\"b\" : 1"}) {
     tokens.push_back(t);
   }
-  auto vocab = VocabWithEos(tokens, "ws");
-  ASSERT_NE(vocab, nullptr);
-  GrammarCompiler compiler(vocab);
-  auto [once, plain] =
-      CompileClosedIntegers(compiler, declared, JsonWhitespace::kAny);
-  ASSERT_TRUE(once.ok()) << once.status();
-  ASSERT_TRUE(plain.ok()) << plain.status();
+  ClosedIntegersGrammars grammars;
+  ASSERT_NO_FATAL_FAILURE(CompileClosedIntegers(
+      std::move(tokens), "ws", declared, JsonWhitespace::kAny, &grammars));
+  const auto& [vocab, once, plain] = grammars;
   // Tokens read for real from a stack whose top is outside a dispatch, and
   // from one inside.
   const std::vector<uint32_t>& outside =
@@ -885,13 +891,10 @@ TEST(OnceMembers, TokensTowardUnwrittenNamesAreReadFromTheTables) {
                         ",\"", "b\":", "c"}) {
     tokens.push_back(t);
   }
-  auto vocab = VocabWithEos(tokens, "ws");
-  ASSERT_NE(vocab, nullptr);
-  GrammarCompiler compiler(vocab);
-  auto [once, plain] =
-      CompileClosedIntegers(compiler, declared, JsonWhitespace::kAny);
-  ASSERT_TRUE(once.ok()) << once.status();
-  ASSERT_TRUE(plain.ok()) << plain.status();
+  ClosedIntegersGrammars grammars;
+  ASSERT_NO_FATAL_FAILURE(CompileClosedIntegers(
+      std::move(tokens), "ws", declared, JsonWhitespace::kAny, &grammars));
+  const auto& [vocab, once, plain] = grammars;
   const internal::GrammarData& data = once->data();
   const internal::Pda& pda = data.pda;
   // The root: the dispatch state every name's first letter leaves.
