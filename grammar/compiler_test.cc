@@ -575,6 +575,60 @@ TEST(CompilerTest, AnyOrderObjectsReadEachKeyOnce) {
   EXPECT_LT(g->num_states(), 400);
 }
 
+TEST(CompilerTest, CountedMembersWithAlikeValuesShareThem) {
+  // kAny counts an object of more than six members at run time, each member
+  // a rule of its own reading the rest of its name; members whose values
+  // are alike call one rule for the separator and the value, not a copy of
+  // the separator's states each (whose tokens lead into a call at once:
+  // each was classified by the general walk at its first mask).
+  JsonSchemaOptions options;
+  options.property_order = JsonPropertyOrder::kAny;
+  for (const char* value :
+       {R"({"type": "string", "format": "date-time"})",
+        R"({"type": "object", "properties": {"x": {"type": "integer"}}})",
+        R"({"type": "integer"})"}) {
+    std::string properties;
+    for (char c = 'a'; c <= 'x'; ++c) {
+      absl::StrAppend(&properties, properties.empty() ? "" : ", ", "\"",
+                      std::string(2, c), "\": ", value);
+    }
+    absl::StatusOr<CompiledGrammar> g = CompileSchema(
+        R"({"properties": {)" + properties + R"(},
+            "additionalProperties": false})",
+        options, {"{", "}", "\"", "a", "b", "1", ":", ",", "</s>"});
+    ASSERT_TRUE(g.ok()) << g.status();
+    const std::map<std::string, int> states = StatesPerRule(*g);
+    EXPECT_EQ(states.count("member_value"), 1u) << value;
+    EXPECT_EQ(states.count("member_value-1"), 0u) << value;
+    int members = 0;
+    for (const auto& [rule, n] : states) {
+      if (rule.rfind("member_next", 0) != 0) continue;
+      ++members;
+      // The name's last byte, its closing quote, the call and the end
+      // (the first byte is read where the names part).
+      EXPECT_LE(n, 4) << value << " " << rule;
+    }
+    EXPECT_EQ(members, 25) << value;  // and the separator's dispatch
+  }
+  absl::StatusOr<CompiledGrammar> g = CompileSchema(
+      R"({"properties": {"aa": {"type": "integer"}, "bb": {"type": "integer"},
+                         "cc": {"type": "integer"}, "dd": {"type": "integer"},
+                         "ee": {"type": "integer"}, "ff": {"type": "integer"},
+                         "gg": {"type": "string"}},
+          "additionalProperties": false})",
+      options, {"{", "}", "\"", "a", "b", "g", "1", ":", ",", "</s>"});
+  ASSERT_TRUE(g.ok()) << g.status();
+  for (const char* good : {R"({"bb":1,"gg":"a","aa":11})", R"({})"}) {
+    GrammarMatcher m(*g);
+    EXPECT_TRUE(m.AcceptString(good).ok() && m.CanTerminate()) << good;
+  }
+  for (const char* bad :
+       {R"({"aa":1,"aa":1})", R"({"aa":"a")", R"({"gg":1)", R"({"ab":1)"}) {
+    GrammarMatcher m(*g);
+    EXPECT_FALSE(m.AcceptString(bad).ok()) << bad;
+  }
+}
+
 TEST(CompilerTest, RepeatableObjectsReadTheirOptionalMembersOnce) {
   // kAnyRepeatable: a state per set of required members written (16 here),
   // each of which may go on with any of 20 optional members. Those are one

@@ -434,7 +434,7 @@ class Converter {
   struct NextMember {
     int bit;
     std::string quoted;  // the name and the closing quote
-    int32_t after;       // the key separator and the value
+    int32_t after;       // a call of the rule reading the separator and value
   };
   // What reads the names of `members` (their first `pos` bytes read already
   // and alike; names JSON would let escape are not among them, so each has

@@ -414,16 +414,21 @@ absl::StatusOr<int32_t> Converter::ObjectExpr(const ObjectC& o, int depth) {
         continue;
       }
       if (members[j].required) required.Add(static_cast<int>(j));
-      const int32_t after = e_.Seq({e_.KeySeparator(), members[j].values[0]});
+      // What follows a name (the separator and the value) is a rule of its
+      // own: members whose values are alike then call one rule once equal
+      // rules merge, where copies in each member's rule were states each
+      // classified on its own at its first mask (an 83-member object of
+      // Github_ultra: 362 states first met, 85 of them by the general walk;
+      // 279 and 2 this way).
+      const int32_t value = e_.Ref(e_.NewRule(
+          "member_value", e_.Seq({e_.KeySeparator(), members[j].values[0]})));
       const std::string& name = members[j].name;
       if (JsonEmitter::OneSpelling(name)) {
-        named.push_back({static_cast<int>(j), name + "\"", after});
+        named.push_back({static_cast<int>(j), name + "\"", value});
         continue;
       }
       // A name JSON lets escape has several spellings: rules of its own,
-      // the later one beginning with the separator, both reading what
-      // follows the name from one rule.
-      const int32_t value = e_.Ref(e_.NewRule("member_value", after));
+      // the later one beginning with the separator.
       const int32_t first =
           e_.NewRule("member_first", e_.Seq({members[j].key, value}));
       const int32_t next = e_.NewRule(
