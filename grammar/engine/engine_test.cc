@@ -673,6 +673,32 @@ TEST(EngineTest, MixedStatesAcceptAsTheGeneralTrieWalkDoes) {
   EXPECT_GT(extra_uncertain, 20);
 }
 
+TEST(EngineTest, MixedStatesStepOnlyTheTokensACalleeMayBegin) {
+  // r0 ::= 'a' r1 'd' (and r1 ::= 'b' 'c'): after 'a' the rule only calls r1,
+  // so of the tokens going on past 'a' only those going on with 'b' ("ab",
+  // "abX": 5 of 20) are read by stack steps; the others die there.
+  const Pda pda = PdaOf({Seq({Range('a', 'a'), Call(1), Range('d', 'd')}),
+                         Seq({Range('b', 'b'), Range('c', 'c')})});
+  auto index = std::make_shared<TokenIndex>(DenseVocab("abcd", 3));
+  const int32_t words = (index->vocab().size() + 31) / 32;
+  const int32_t start = pda.RuleStart(0);
+  std::optional<StateTokens> got =
+      ClassifyMixedState(pda, *index, start, kLeafFollowBudget, 5);
+  ASSERT_TRUE(got.has_value()) << "more than the 5 tokens on 'b' stepped";
+  EXPECT_FALSE(ClassifyMixedState(pda, *index, start, kLeafFollowBudget, 4));
+  const StateTokens all = ClassifyState(pda, *index, start);
+  EXPECT_EQ(Row(got->accepted, words), Row(all.accepted, words));
+  EXPECT_TRUE(IncludesIds(*index, got->uncertain, all.uncertain));
+  const std::vector<uint32_t> row = Row(got->accepted, words);
+  std::vector<std::string> accepted;
+  for (int32_t id = 0; id < index->vocab().size(); ++id) {
+    if (Bit(row, id)) {
+      accepted.emplace_back(index->vocab().bytes(id));
+    }
+  }
+  EXPECT_EQ(accepted, (std::vector<std::string>{"a", "ab", "abc"}));
+}
+
 // A string counted the way JSON Schema's maxLength is: r0 ::= 'e' r1{0,n}
 // 'e', the counted rule r1 random, so that r1 returns to n states of r0
 // that read alike until near their bound.

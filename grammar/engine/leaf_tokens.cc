@@ -1,7 +1,10 @@
 #include "grammar/engine/leaf_tokens.h"
 
 #include <algorithm>
+#include <array>
+#include <optional>
 #include <string_view>
+#include <unordered_map>
 
 #include "grammar/base/refine.h"
 #include "grammar/engine/stack.h"
@@ -307,6 +310,52 @@ bool LoopsOver(const Pda& pda, int32_t state, const uint64_t* below) {
   return true;
 }
 
+// What a mixed walk leaves to stack steps, and for each calling state it
+// met the bytes that state's callees may begin with (CalleeBytes).
+struct Deferrals {
+  std::vector<Deferred> tokens;
+  std::unordered_map<int32_t, std::optional<std::array<uint64_t, 4>>> bytes;
+
+  // Null unless every way on from `state` is a call (it reads no byte
+  // itself) of a rule whose start reads a byte before it may end or call;
+  // else the bytes those starts read, the next byte of any token going on
+  // (bit b % 64 of word b / 64). Made once per state: a walk meets the same
+  // calling state at many nodes of the token trie.
+  const uint64_t* CalleeBytes(const Pda& pda, int32_t state) {
+    auto [it, made] = bytes.try_emplace(state);
+    if (made) it->second = Make(pda, state);
+    return it->second ? it->second->data() : nullptr;
+  }
+
+ private:
+  static std::optional<std::array<uint64_t, 4>> Make(const Pda& pda,
+                                                     int32_t state) {
+    // Counted strings' chains keep the steps they had: their first masks
+    // are bounded by the catalogue of hostile inputs (a step of 1,000
+    // characters under 100 ms), and there the change took the slowest of
+    // them from 70 to 80 ms.
+    if (pda.HasBytes(state) || pda.has_counted_chars()) return std::nullopt;
+    std::array<uint64_t, 4> out{};
+    for (const PdaCall* c = pda.CallsBegin(state); c != pda.CallsEnd(state);
+         ++c) {
+      const int32_t start = pda.RuleStart(c->rule);
+      if (pda.IsFinal(start) || pda.CallsBegin(start) != pda.CallsEnd(start)) {
+        return std::nullopt;
+      }
+      // Byte classes are ranges in byte order: one move per class.
+      for (int32_t k = 0; k < pda.num_byte_classes(); ++k) {
+        if (pda.Next(start, pda.ClassByte(k)) == Pda::kDead) continue;
+        const int last =
+            k + 1 < pda.num_byte_classes() ? pda.ClassByte(k + 1) - 1 : 255;
+        for (int b = pda.ClassByte(k); b <= last; ++b) {
+          out[b >> 6] |= uint64_t{1} << (b & 63);
+        }
+      }
+    }
+    return out;
+  }
+};
+
 // Appends to `out` what the DFA makes of the tokens at and below node
 // `first` (depth 1), `to` being its state after that node's byte: accepted
 // tokens as ranges of index positions, leavers as runs. The scratch vectors:
@@ -316,7 +365,7 @@ bool LoopsOver(const Pda& pda, int32_t state, const uint64_t* below) {
 void WalkSubtree(const Pda& pda, const TokenIndex& index, int32_t first,
                  int32_t first_to, std::vector<int32_t>* at_scratch,
                  std::vector<int32_t>* finals_scratch, LeafWalk* out,
-                 std::vector<Deferred>* deferred = nullptr) {
+                 Deferrals* deferred = nullptr) {
   std::vector<int32_t>& at = *at_scratch;
   std::vector<int32_t>& finals = *finals_scratch;
   // at[d]: the DFA's state after the first d bytes of the current trie
@@ -345,8 +394,31 @@ void WalkSubtree(const Pda& pda, const TokenIndex& index, int32_t first,
     if (deferred != nullptr && pda.CallsBegin(to) != pda.CallsEnd(to)) {
       const int32_t below = index.node_tokens_end(node);
       const int32_t below_end = index.node_tokens_begin(end);
-      if (below < below_end) {
-        deferred->push_back({below, below_end, depth, to, num_finals > 0});
+      const uint64_t* first_bytes = below < below_end && num_finals == 0
+                                        ? deferred->CalleeBytes(pda, to)
+                                        : nullptr;
+      if (first_bytes != nullptr) {
+        // Only the branches a callee may begin are read by stack steps; the
+        // others die here (no way to have left the rule on the path). A
+        // names trie calls a member where its name parts from the others:
+        // every token on the parting byte was read that way (369 us a state
+        // on MaskBench in any order, where a member's own name walks in 38).
+        // Where the rule may have ended on the path the others would leave
+        // it with bytes left, and they are stepped as before: followed into
+        // the callers as leavers they cost more (MaskBench's Snowplow
+        // sp_335, any_repeatable: masks 1.19 times as long).
+        for (int32_t child = node + 1; child < end;
+             child = index.node_end(child)) {
+          const int32_t from = index.node_tokens_begin(child);
+          const int32_t to_end = index.node_tokens_begin(index.node_end(child));
+          const uint8_t byte = index.node_byte(child);
+          if (first_bytes[byte >> 6] >> (byte & 63) & 1) {
+            deferred->tokens.push_back({from, to_end, depth, to, false});
+          }
+        }
+      } else if (below < below_end) {
+        deferred->tokens.push_back(
+            {below, below_end, depth, to, num_finals > 0});
       }
       node = end;
       continue;
@@ -818,14 +890,15 @@ std::optional<StateTokens> ClassifyMixedState(const Pda& pda,
                                               int64_t follow_budget,
                                               int32_t max_deferred) {
   LeafWalk walk;
-  std::vector<Deferred> deferred;
+  Deferrals deferrals;
   std::vector<int32_t> at(index.max_token_length() + 1), finals(at.size());
   for (int32_t first = 1; first < index.num_nodes();
        first = index.node_end(first)) {
     const int32_t to = pda.Next(state, index.node_byte(first));
     if (to == Pda::kDead) continue;
-    WalkSubtree(pda, index, first, to, &at, &finals, &walk, &deferred);
+    WalkSubtree(pda, index, first, to, &at, &finals, &walk, &deferrals);
   }
+  const std::vector<Deferred>& deferred = deferrals.tokens;
   int64_t num_deferred = 0;
   for (const Deferred& d : deferred) num_deferred += d.end - d.begin;
   if (num_deferred > max_deferred) return std::nullopt;

@@ -193,12 +193,14 @@ std::optional<StateTokens> ClassifyLeafState(
 // further on (an object key's string, then its value) or has too many
 // states for a form (a pattern counted by maxLength), and at least its
 // uncertain ones: the DFA walk of WalkLeaf, not kept, up to each state
-// that calls a rule, below which the tokens are read by stack steps; those
-// leaving the rule there are left uncertain rather than followed. Nullopt
-// when more than `max_deferred` tokens would be read that way (a state
-// whose first bytes lead to calls at once), which the general walk
-// settles faster. Cost: a walk (about 1 ms for most of llama3's tokens)
-// plus the stack steps of the deferred tokens' rests.
+// that calls a rule, below which the tokens are read by stack steps (only
+// those going on with a byte a callee may begin, where the state reads no
+// byte itself and each callee reads one before it may end or call: a names
+// trie's parting byte); those leaving the rule there are left uncertain
+// rather than followed. Nullopt when more than `max_deferred` tokens would
+// be read that way (a state whose first bytes lead to calls at once),
+// which the general walk settles faster. Cost: a walk (about 1 ms for most
+// of llama3's tokens) plus the stack steps of the deferred tokens' rests.
 std::optional<StateTokens> ClassifyMixedState(const Pda& pda,
                                               const TokenIndex& index,
                                               int32_t state,
