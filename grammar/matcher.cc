@@ -410,9 +410,7 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
     } else {
       // ReadSorted shares the steps of tokens that share a prefix (and here
       // of those that share a remainder past a string's characters).
-      std::sort(reading_.begin(), reading_.end(), [&](int32_t a, int32_t b) {
-        return vocab.bytes(a) < vocab.bytes(b);
-      });
+      grammar_.data().index->SortByBytes(&reading_);
       check_allowed_.clear();
       stepper_.ReadSortedSharingRemainders(
           &pool_, scan_begin(), scan_end(), vocab, reading_,
@@ -437,9 +435,7 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
         reading_.push_back(id);
       }
     }
-    std::sort(reading_.begin(), reading_.end(), [&](int32_t a, int32_t b) {
-      return vocab.bytes(a) < vocab.bytes(b);
-    });
+    grammar_.data().index->SortByBytes(&reading_);
     stepper_.ReadSorted(&pool_, scan_begin(), scan_end(), vocab, reading_,
                         allow_readable);
   }

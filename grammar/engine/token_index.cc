@@ -20,6 +20,10 @@ TokenIndex::TokenIndex(std::shared_ptr<const Vocabulary> vocab)
     std::string_view x = vocab_->bytes(a), y = vocab_->bytes(b);
     return x != y ? x < y : a < b;
   });
+  position_.assign(vocab_->size(), -1);
+  for (size_t i = 0; i < ids_.size(); ++i) {
+    position_[ids_[i]] = static_cast<int32_t>(i);
+  }
   longest_first_ = ids_;
   std::stable_sort(longest_first_.begin(), longest_first_.end(),
                    [&](int32_t a, int32_t b) {
@@ -39,6 +43,37 @@ TokenIndex::TokenIndex(std::shared_ptr<const Vocabulary> vocab)
 }
 
 TokenIndex::~TokenIndex() = default;
+
+void TokenIndex::SortByBytes(std::vector<int32_t>* ids) const {
+  const auto rank = [&](int32_t id) {
+    return id >= 0 && id < static_cast<int32_t>(position_.size())
+               ? position_[id]
+               : -1;
+  };
+  if (ids->size() * 16 < ids_.size()) {
+    std::sort(ids->begin(), ids->end(), [&](int32_t a, int32_t b) {
+      const int32_t x = rank(a), y = rank(b);
+      return x != y ? x < y : a < b;
+    });
+    return;
+  }
+  std::vector<uint64_t> marks((ids_.size() + 63) / 64, 0);
+  auto out = ids->begin();
+  for (int32_t id : *ids) {
+    const int32_t p = rank(id);
+    if (p < 0) {
+      *out++ = id;
+    } else {
+      marks[p >> 6] |= uint64_t{1} << (p & 63);
+    }
+  }
+  std::sort(ids->begin(), out);
+  for (size_t w = 0; w < marks.size(); ++w) {
+    for (uint64_t m = marks[w]; m != 0; m &= m - 1) {
+      *out++ = ids_[w * 64 + static_cast<size_t>(__builtin_ctzll(m))];
+    }
+  }
+}
 
 void TokenIndex::BuildTrie() {
   // Tokens in byte order give the trie's nodes in depth-first order: token i
