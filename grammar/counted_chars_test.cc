@@ -151,6 +151,31 @@ TEST(CountedChars, LongProductsAreCountedAtRunTime) {
   EXPECT_TRUE(m.CanTerminate());
 }
 
+// MaskBench's words pattern up to 300 characters: a product of 16K states
+// and 347K edges the automaton held, but three of them written out passed
+// the grammar's size limit (3.2M expressions against 1M): counted at run
+// time now, while up to 20 characters it stays in the automaton.
+TEST(CountedChars, ProductsTooLargeToWriteOutAreCounted) {
+  const std::string words = R"("pattern":"^(?:\\S+\\s+){0,29}\\S+$")";
+  const std::string counted =
+      R"({"type":"string",)" + words + R"(,"maxLength":300})";
+  EXPECT_TRUE(Counts(counted));
+  EXPECT_FALSE(Counts(R"({"type":"string",)" + words + R"(,"maxLength":20})"));
+  GrammarCompiler compiler(TestVocab());
+  auto g = CompileSchema(compiler, R"({"type":"object","properties":{"a":)" +
+                                       counted + R"(,"b":)" + counted +
+                                       R"(,"c":)" + counted + "}}");
+  ASSERT_TRUE(g.ok()) << g.status();
+  // 29 words of 9 letters and a space each, then one of 10: 300 characters.
+  std::string text;
+  for (int i = 0; i < 29; ++i) text += "aaaaaaaaa ";
+  text += "aaaaaaaaaa";
+  EXPECT_TRUE(Accepts(*g, R"({"b":")" + text + "\"}"));
+  EXPECT_FALSE(Accepts(*g, R"({"b":")" + text + "a\"}"));
+  // 31 words, in 300 characters.
+  EXPECT_FALSE(Accepts(*g, R"({"b":"a )" + text.substr(2) + "\"}"));
+}
+
 // Random walks from close to the bound: the mask against the uncounted
 // pattern's, narrowed by counting directly.
 TEST(CountedChars, MasksMatchADirectReading) {

@@ -387,8 +387,10 @@ class Converter {
   absl::StatusOr<int32_t> StringExpr(const SimpleSchema& s);
   // A string of `c` whose maxLength matchers count at run time
   // (grammar_ir.h's Rule::max_chars), its other constraints (minLength
-  // too) in its automaton: for products too large to build whole.
+  // too) in its automaton `open` (StringDfa of `c` without maxLength): for
+  // products too large to build whole, or to write out.
   absl::StatusOr<int32_t> CountedString(const StringC& c);
+  absl::StatusOr<int32_t> CountedString(const StringC& c, const CharDfa& open);
   // With `distinct` (one entry per prefix position, then the rest), the
   // array is a rule of its own whose frames keep its items apart at run
   // time: each position's growing values a call of a distinct rule

@@ -16,6 +16,22 @@ constexpr int64_t kMaxCountedLength = 65536;
 // while the run-time count reads tokens for real only in the last few
 // characters.
 constexpr int64_t kRunTimeLengthFrom = 256;
+// A pattern or format with lengths whose automaton has more edges than
+// this (code point ranges, each a few grammar expressions once written in
+// UTF-8) has its maxLength counted at run time instead, when that
+// automaton is at least kCountingShrinksBy times smaller without it: on
+// MaskBench `^(?:\S+\s+){0,29}\S+$` up to 300 characters made 347K edges,
+// and a schema with three of them 3.2M expressions, past the grammar's
+// limit of 1M.
+constexpr size_t kMaxUnrolledStringEdges = 32768;
+constexpr size_t kCountingShrinksBy = 4;
+
+size_t EdgeCount(const CharDfa& dfa) {
+  size_t n = 0;
+  for (const auto& edges : dfa.edges) n += edges.size();
+  return n;
+}
+
 // maxLength counted at run time past this is this: 2^28 characters, far
 // past what any model writes, and a count that never overflows (a bound
 // above refuses only longer strings, never lets an invalid one through).
@@ -438,12 +454,17 @@ absl::StatusOr<int32_t> Converter::CountedString(const StringC& c) {
   open.max_len = -1;
   absl::StatusOr<CharDfa> dfa = StringDfa(open, true);
   if (!dfa.ok()) return dfa.status();
+  return CountedString(c, *dfa);
+}
+
+absl::StatusOr<int32_t> Converter::CountedString(const StringC& c,
+                                                 const CharDfa& open) {
   std::string shortest;
-  if (!Example(*dfa, &shortest) || CodepointCount(shortest) > c.max_len) {
+  if (!Example(open, &shortest) || CodepointCount(shortest) > c.max_len) {
     return e_.Nothing();
   }
   const int32_t rest =
-      e_.NewRule("counted_string", e_.DfaStringRest(*dfa, "string"));
+      e_.NewRule("counted_string", e_.DfaStringRest(open, "string"));
   e_.g().rules[rest].max_chars =
       static_cast<int32_t>(std::min<int64_t>(c.max_len, kMaxRunTimeLength));
   return e_.Seq({e_.Bytes("\""), e_.Ref(rest)});
@@ -503,6 +524,25 @@ absl::StatusOr<int32_t> Converter::StringExpr(const SimpleSchema& s) {
     body = e_.Quoted(e_.Ref((*entry)->content_rule));
   } else {
     absl::StatusOr<CharDfa> dfa = StringDfa(c, true);
+    if (dfa.ok() && c.max_len >= 0 &&
+        EdgeCount(*dfa) > kMaxUnrolledStringEdges) {
+      // Counted to maxLength, a pattern's automaton is about one copy per
+      // character: written out, the grammar may pass its size limit.
+      StringC open = c;
+      open.max_len = -1;
+      absl::StatusOr<CharDfa> open_dfa = StringDfa(open, true);
+      if (!open_dfa.ok() && IsDeadline(open_dfa.status())) {
+        return open_dfa.status();
+      }
+      if (open_dfa.ok() &&
+          EdgeCount(*open_dfa) * kCountingShrinksBy < EdgeCount(*dfa)) {
+        absl::StatusOr<int32_t> counted = CountedString(c, *open_dfa);
+        if (!counted.ok()) return counted.status();
+        const int32_t rule = e_.NewRule("string", *counted);
+        string_rules_.emplace(key, rule);
+        return e_.Ref(rule);
+      }
+    }
     if (!dfa.ok() && !IsDeadline(dfa.status()) && c.max_len >= 0) {
       // Too large once counted to maxLength: the automaton keeps the rest
       // (minLength too), and matchers count up to maxLength at run time.
