@@ -728,6 +728,63 @@ TEST(EngineTest, MixedStatesStepOnlyTheTokensACalleeMayBegin) {
   EXPECT_EQ(accepted, (std::vector<std::string>{"a", "ab", "abc"}));
 }
 
+TEST(EngineTest, MixedStatesWalkOnTheirOwnBytes) {
+  // r0 ::= 'a' ('c' | r1) 'd' (and r1 ::= 'b' 'c'): after 'a' the rule reads
+  // 'c' itself or calls r1. Of the tokens going on past 'a' only those
+  // going on with 'b' ("ab", "abX": 5 of 20) are read by stack steps; those
+  // on 'c' are walked on, the others die.
+  const Pda pda = PdaOf(
+      {Seq({Range('a', 'a'), Alt({Range('c', 'c'), Call(1)}), Range('d', 'd')}),
+       Seq({Range('b', 'b'), Range('c', 'c')})});
+  auto index = std::make_shared<TokenIndex>(DenseVocab("abcd", 3));
+  const int32_t words = (index->vocab().size() + 31) / 32;
+  const int32_t start = pda.RuleStart(0);
+  std::optional<StateTokens> got =
+      ClassifyMixedState(pda, *index, start, kLeafFollowBudget, 5);
+  ASSERT_TRUE(got.has_value()) << "more than the 5 tokens on 'b' stepped";
+  EXPECT_FALSE(ClassifyMixedState(pda, *index, start, kLeafFollowBudget, 4));
+  const StateTokens all = ClassifyState(pda, *index, start);
+  EXPECT_EQ(Row(got->accepted, words), Row(all.accepted, words));
+  EXPECT_TRUE(IncludesIds(*index, got->uncertain, all.uncertain));
+  const std::vector<uint32_t> row = Row(got->accepted, words);
+  std::vector<std::string> accepted;
+  for (int32_t id = 0; id < index->vocab().size(); ++id) {
+    if (Bit(row, id)) {
+      accepted.emplace_back(index->vocab().bytes(id));
+    }
+  }
+  EXPECT_EQ(accepted,
+            (std::vector<std::string>{"a", "ab", "ac", "abc", "acd"}));
+}
+
+TEST(EngineTest, MixedStatesLookThroughCalleesThatCallFirst) {
+  // r0 ::= 'a' r1 'd', r1 ::= r2 'c' | 'e', r2 ::= 'b': r1 may begin with
+  // 'e' itself or with r2's 'b', so of the tokens going on past 'a' those
+  // on 'b' or 'e' ("ab", "ae": 2 of 5) are read by stack steps, the others
+  // die; where a rule on the way may match nothing, all 5 are.
+  auto index = std::make_shared<TokenIndex>(DenseVocab("abcde", 2));
+  const auto grammar = [](E r2) {
+    return PdaOf({Seq({Range('a', 'a'), Call(1), Range('d', 'd')}),
+                  Alt({Seq({Call(2), Range('c', 'c')}), Range('e', 'e')}),
+                  std::move(r2)});
+  };
+  const Pda pda = grammar(Range('b', 'b'));
+  const int32_t words = (index->vocab().size() + 31) / 32;
+  const int32_t start = pda.RuleStart(0);
+  std::optional<StateTokens> got =
+      ClassifyMixedState(pda, *index, start, kLeafFollowBudget, 2);
+  ASSERT_TRUE(got.has_value()) << "more than the tokens \"ab\", \"ae\" stepped";
+  EXPECT_FALSE(ClassifyMixedState(pda, *index, start, kLeafFollowBudget, 1));
+  const StateTokens all = ClassifyState(pda, *index, start);
+  EXPECT_EQ(Row(got->accepted, words), Row(all.accepted, words));
+  EXPECT_TRUE(IncludesIds(*index, got->uncertain, all.uncertain));
+  const Pda nullable = grammar(Alt({Empty(), Range('b', 'b')}));
+  EXPECT_FALSE(ClassifyMixedState(nullable, *index, nullable.RuleStart(0),
+                                  kLeafFollowBudget, 4));
+  EXPECT_TRUE(ClassifyMixedState(nullable, *index, nullable.RuleStart(0),
+                                 kLeafFollowBudget, 5));
+}
+
 // A string counted the way JSON Schema's maxLength is: r0 ::= 'e' r1{0,n}
 // 'e', the counted rule r1 random, so that r1 returns to n states of r0
 // that read alike until near their bound.

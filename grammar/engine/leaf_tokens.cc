@@ -316,10 +316,11 @@ struct Deferrals {
   std::vector<Deferred> tokens;
   std::unordered_map<int32_t, std::optional<std::array<uint64_t, 4>>> bytes;
 
-  // Null unless every way on from `state` is a call (it reads no byte
-  // itself) of a rule whose start reads a byte before it may end or call;
-  // else the bytes those starts read, the next byte of any token going on
-  // (bit b % 64 of word b / 64). Made once per state: a walk meets the same
+  // Null unless no rule `state` calls may end before it reads a byte (its
+  // start is not final, nor is that of any rule called from a start on the
+  // way); else the bytes those rules may read first (bit b % 64 of word
+  // b / 64): a token going on with another byte goes on by `state`'s own
+  // bytes or not at all. Made once per state: a walk meets the same
   // calling state at many nodes of the token trie.
   const uint64_t* CalleeBytes(const Pda& pda, int32_t state) {
     auto [it, made] = bytes.try_emplace(state);
@@ -328,18 +329,32 @@ struct Deferrals {
   }
 
  private:
+  // Rule starts Make follows at most: a JSON value's start calls the
+  // object, array and string rules, whose starts read their first byte.
+  static constexpr size_t kMaxStarts = 64;
+
   static std::optional<std::array<uint64_t, 4>> Make(const Pda& pda,
                                                      int32_t state) {
     // Counted strings' chains keep the steps they had: their first masks
     // are bounded by the catalogue of hostile inputs (a step of 1,000
     // characters under 100 ms), and there the change took the slowest of
     // them from 70 to 80 ms.
-    if (pda.HasBytes(state) || pda.has_counted_chars()) return std::nullopt;
+    if (pda.has_counted_chars()) return std::nullopt;
     std::array<uint64_t, 4> out{};
-    for (const PdaCall* c = pda.CallsBegin(state); c != pda.CallsEnd(state);
-         ++c) {
-      const int32_t start = pda.RuleStart(c->rule);
-      if (pda.IsFinal(start) || pda.CallsBegin(start) != pda.CallsEnd(start)) {
+    std::vector<int32_t> starts;
+    const auto add_calls = [&](int32_t from) {
+      for (const PdaCall* c = pda.CallsBegin(from); c != pda.CallsEnd(from);
+           ++c) {
+        const int32_t start = pda.RuleStart(c->rule);
+        if (std::find(starts.begin(), starts.end(), start) == starts.end()) {
+          starts.push_back(start);
+        }
+      }
+    };
+    add_calls(state);
+    for (size_t i = 0; i < starts.size(); ++i) {
+      const int32_t start = starts[i];
+      if (pda.IsFinal(start) || starts.size() > kMaxStarts) {
         return std::nullopt;
       }
       // Byte classes are ranges in byte order: one move per class.
@@ -351,6 +366,7 @@ struct Deferrals {
           out[b >> 6] |= uint64_t{1} << (b & 63);
         }
       }
+      add_calls(start);
     }
     return out;
   }
@@ -378,6 +394,17 @@ void WalkSubtree(const Pda& pda, const TokenIndex& index, int32_t first,
     const int32_t depth = index.node_depth(node);
     while (num_finals > 0 && finals[num_finals - 1] >= depth) --num_finals;
     const int32_t end = index.node_end(node);
+    if (node != first && deferred != nullptr &&
+        pda.CallsBegin(at[depth - 1]) != pda.CallsEnd(at[depth - 1])) {
+      // Below a calling state with bytes of its own: the branches a callee
+      // may begin were left to stack steps there.
+      const uint64_t* callee_bytes = deferred->CalleeBytes(pda, at[depth - 1]);
+      const uint8_t byte = index.node_byte(node);
+      if (callee_bytes[byte >> 6] >> (byte & 63) & 1) {
+        node = end;
+        continue;
+      }
+    }
     const int32_t to = node == first
                            ? first_to
                            : pda.Next(at[depth - 1], index.node_byte(node));
@@ -399,14 +426,16 @@ void WalkSubtree(const Pda& pda, const TokenIndex& index, int32_t first,
                                         : nullptr;
       if (first_bytes != nullptr) {
         // Only the branches a callee may begin are read by stack steps; the
-        // others die here (no way to have left the rule on the path). A
-        // names trie calls a member where its name parts from the others:
-        // every token on the parting byte was read that way (369 us a state
-        // on MaskBench in any order, where a member's own name walks in 38).
-        // Where the rule may have ended on the path the others would leave
-        // it with bytes left, and they are stepped as before: followed into
-        // the callers as leavers they cost more (MaskBench's Snowplow
-        // sp_335, any_repeatable: masks 1.19 times as long).
+        // others go on by the state's own bytes, walked on here (the loop
+        // skips the branches left to stack steps), or die (no way to have
+        // left the rule on the path). A names trie calls a member where its
+        // name parts from the others: every token on the parting byte was
+        // read that way (369 us a state on MaskBench in any order, where a
+        // member's own name walks in 38). Where the rule may have ended on
+        // the path the others would leave it with bytes left, and they are
+        // stepped as before: followed into the callers as leavers they cost
+        // more (MaskBench's Snowplow sp_335, any_repeatable: masks 1.19
+        // times as long).
         for (int32_t child = node + 1; child < end;
              child = index.node_end(child)) {
           const int32_t from = index.node_tokens_begin(child);
@@ -415,6 +444,10 @@ void WalkSubtree(const Pda& pda, const TokenIndex& index, int32_t first,
           if (first_bytes[byte >> 6] >> (byte & 63) & 1) {
             deferred->tokens.push_back({from, to_end, depth, to, false});
           }
+        }
+        if (pda.HasBytes(to)) {
+          ++node;
+          continue;
         }
       } else if (below < below_end) {
         deferred->tokens.push_back(
