@@ -194,13 +194,15 @@ std::optional<StateTokens> ClassifyLeafState(
 // states for a form (a pattern counted by maxLength), and at least its
 // uncertain ones: the DFA walk of WalkLeaf, not kept, up to each state
 // that calls a rule, below which the tokens are read by stack steps (only
-// those going on with a byte a callee may begin, where the state reads no
-// byte itself and each callee reads one before it may end or call: a names
-// trie's parting byte); those leaving the rule there are left uncertain
-// rather than followed. Nullopt when more than `max_deferred` tokens would
-// be read that way (a state whose first bytes lead to calls at once),
-// which the general walk settles faster. Cost: a walk (about 1 ms for most
-// of llama3's tokens) plus the stack steps of the deferred tokens' rests.
+// those going on with a byte a callee may begin, where no callee, nor a
+// rule a callee's start calls, may end before it reads a byte: a names
+// trie's parting byte, a value's first byte after whitespace; the state's
+// own bytes are walked on); those leaving the rule there are left
+// uncertain rather than followed. Nullopt when more than `max_deferred`
+// tokens would be read that way (a state whose first bytes lead to calls
+// at once), which the general walk settles faster. Cost: a walk (about
+// 1 ms for most of llama3's tokens) plus the stack steps of the deferred
+// tokens' rests.
 std::optional<StateTokens> ClassifyMixedState(const Pda& pda,
                                               const TokenIndex& index,
                                               int32_t state,
