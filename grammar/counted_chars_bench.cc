@@ -17,11 +17,10 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "grammar/bench_support.h"
 #include "grammar/compiler.h"
-#include "grammar/frontends/json_schema/json_schema.h"
 #include "grammar/greedy_tokens.h"
 #include "grammar/matcher.h"
-#include "tests/support/paths.h"
 
 ABSL_FLAG(
     int, max_length, 20000,
@@ -32,53 +31,32 @@ ABSL_FLAG(int, reps, 5, "Strings written; the median per band is reported.");
 namespace grammard::grammar {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
+using bench::Micros;
 
-double Micros(Clock::duration d) {
-  return std::chrono::duration<double, std::micro>(d).count();
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+double Median(const std::vector<double>& v) { return bench::Percentile(v, 50); }
 
 int Run() {
-  auto dir = testing::TokenizerDir("llama3");
-  if (!dir) {
-    std::fprintf(stderr, "%s\n",
-                 testing::MissingDataMessage("tokenizer llama3").c_str());
-    return 0;
-  }
-  auto vocab = Vocabulary::FromDirectory(*dir, {"llama3", {}, 0});
-  if (!vocab.ok()) {
-    std::fprintf(stderr, "%s\n", vocab.status().ToString().c_str());
-    return 1;
-  }
-  GrammarCompiler compiler(*vocab);
+  int exit_code = 0;
+  const std::shared_ptr<const Vocabulary> vocab =
+      bench::LoadVocabulary("llama3", &exit_code);
+  if (vocab == nullptr) return exit_code;
+  GrammarCompiler compiler(vocab);
   const int max_length = std::max(2, absl::GetFlag(FLAGS_max_length));
   const std::string schema =
       R"({"type":"string","pattern":"^[^@]*@[^@]+$","maxLength":)" +
       std::to_string(max_length) + "}";
   const auto c0 = Clock::now();
-  auto converted = JsonSchemaToGrammar(schema);
-  if (!converted.ok()) {
-    std::fprintf(stderr, "%s\n", converted.status().ToString().c_str());
-    return 1;
-  }
-  auto grammar = compiler.Compile(std::move(converted->grammar));
-  if (!grammar.ok()) {
-    std::fprintf(stderr, "%s\n", grammar.status().ToString().c_str());
-    return 1;
-  }
+  const std::optional<CompiledGrammar> grammar =
+      bench::CompileSchema(compiler, schema);
+  if (!grammar) return 1;
   const double compile_ms = Micros(Clock::now() - c0) / 1000;
   // One character a token, so that every slack is met.
   const std::string text =
       "\"" + std::string(static_cast<size_t>(max_length) - 2, 'a') + "@b";
   int32_t longest = 0;
-  for (int32_t id = 0; id < (*vocab)->size(); ++id) {
-    longest =
-        std::max(longest, static_cast<int32_t>((*vocab)->bytes(id).size()));
+  for (int32_t id = 0; id < vocab->size(); ++id) {
+    longest = std::max(longest, static_cast<int32_t>(vocab->bytes(id).size()));
   }
   std::vector<uint32_t> row(grammar->mask_words());
   std::vector<double> far, near, near_max, bound;

@@ -21,11 +21,11 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "grammar/bench_support.h"
 #include "grammar/compiler.h"
 #include "grammar/frontends/json_schema/json_schema.h"
 #include "grammar/greedy_tokens.h"
 #include "grammar/matcher.h"
-#include "tests/support/paths.h"
 
 ABSL_FLAG(int, members, 40, "Declared members of the object (7 to 64).");
 ABSL_FLAG(int, reps, 5, "Documents written per variant.");
@@ -33,30 +33,16 @@ ABSL_FLAG(int, reps, 5, "Documents written per variant.");
 namespace grammard::grammar {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Micros(Clock::duration d) {
-  return std::chrono::duration<double, std::micro>(d).count();
-}
-
-double Percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p / 100 * v.size()))];
-}
+using bench::Clock;
+using bench::Micros;
+using bench::Percentile;
 
 int Run() {
-  auto dir = testing::TokenizerDir("llama3");
-  if (!dir) {
-    std::fprintf(stderr, "%s\n",
-                 testing::MissingDataMessage("tokenizer llama3").c_str());
-    return 0;
-  }
-  auto vocab = Vocabulary::FromDirectory(*dir, {"llama3", {}, 0});
-  if (!vocab.ok()) {
-    std::fprintf(stderr, "%s\n", vocab.status().ToString().c_str());
-    return 1;
-  }
-  GrammarCompiler compiler(*vocab);
+  int exit_code = 0;
+  const std::shared_ptr<const Vocabulary> vocab =
+      bench::LoadVocabulary("llama3", &exit_code);
+  if (vocab == nullptr) return exit_code;
+  GrammarCompiler compiler(vocab);
   const int members = absl::GetFlag(FLAGS_members);
   std::string properties, required, document = "{";
   for (int i = 0; i < members; ++i) {
@@ -84,16 +70,9 @@ int Run() {
     options.whitespace = JsonWhitespace::kCompact;
     options.property_order = v.order;
     const auto c0 = Clock::now();
-    auto converted = JsonSchemaToGrammar(schema, options);
-    if (!converted.ok()) {
-      std::fprintf(stderr, "%s\n", converted.status().ToString().c_str());
-      return 1;
-    }
-    auto grammar = compiler.Compile(std::move(converted->grammar));
-    if (!grammar.ok()) {
-      std::fprintf(stderr, "%s\n", grammar.status().ToString().c_str());
-      return 1;
-    }
+    const std::optional<CompiledGrammar> grammar =
+        bench::CompileSchema(compiler, schema, options);
+    if (!grammar) return 1;
     const double compile_ms = Micros(Clock::now() - c0) / 1000;
     std::vector<uint32_t> row(grammar->mask_words());
     std::vector<double> mask_us, accept_us;
@@ -112,7 +91,7 @@ int Run() {
           return 1;
         }
         accept_us.push_back(Micros(Clock::now() - t1));
-        at += vocab->get()->bytes(id).size();
+        at += vocab->bytes(id).size();
       }
       if (!m.CanTerminate()) {
         std::fprintf(stderr, "%s: the document did not end\n", v.name);

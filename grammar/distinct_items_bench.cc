@@ -14,11 +14,11 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "grammar/bench_support.h"
 #include "grammar/compiler.h"
 #include "grammar/frontends/json_schema/json_schema.h"
 #include "grammar/greedy_tokens.h"
 #include "grammar/matcher.h"
-#include "tests/support/paths.h"
 
 ABSL_FLAG(int, items, 1000, "Distinct items accepted before timing.");
 ABSL_FLAG(int, reps, 200, "Masks timed per variant.");
@@ -26,30 +26,16 @@ ABSL_FLAG(int, reps, 200, "Masks timed per variant.");
 namespace grammard::grammar {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Micros(Clock::duration d) {
-  return std::chrono::duration<double, std::micro>(d).count();
-}
-
-double Percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p / 100 * v.size()))];
-}
+using bench::Clock;
+using bench::Micros;
+using bench::Percentile;
 
 int Run() {
-  auto dir = testing::TokenizerDir("llama3");
-  if (!dir) {
-    std::fprintf(stderr, "%s\n",
-                 testing::MissingDataMessage("tokenizer llama3").c_str());
-    return 0;
-  }
-  auto vocab = Vocabulary::FromDirectory(*dir, {"llama3", {}, 0});
-  if (!vocab.ok()) {
-    std::fprintf(stderr, "%s\n", vocab.status().ToString().c_str());
-    return 1;
-  }
-  GrammarCompiler compiler(*vocab);
+  int exit_code = 0;
+  const std::shared_ptr<const Vocabulary> vocab =
+      bench::LoadVocabulary("llama3", &exit_code);
+  if (vocab == nullptr) return exit_code;
+  GrammarCompiler compiler(vocab);
   const int items = absl::GetFlag(FLAGS_items);
   std::string prefix = "[";
   for (int i = 0; i < items; ++i) {
@@ -64,16 +50,9 @@ int Run() {
         (std::string(variant) == "unique" ? R"(,"uniqueItems":true})" : "}");
     JsonSchemaOptions options;
     options.whitespace = JsonWhitespace::kCompact;
-    auto converted = JsonSchemaToGrammar(schema, options);
-    if (!converted.ok()) {
-      std::fprintf(stderr, "%s\n", converted.status().ToString().c_str());
-      return 1;
-    }
-    auto grammar = compiler.Compile(std::move(converted->grammar));
-    if (!grammar.ok()) {
-      std::fprintf(stderr, "%s\n", grammar.status().ToString().c_str());
-      return 1;
-    }
+    const std::optional<CompiledGrammar> grammar =
+        bench::CompileSchema(compiler, schema, options);
+    if (!grammar) return 1;
     GrammarMatcher m(*grammar);
     if (!m.AcceptString(prefix).ok()) {
       std::fprintf(stderr, "the prefix was refused\n");

@@ -702,30 +702,42 @@ TEST(EngineTest, MixedStatesAcceptAsTheGeneralTrieWalkDoes) {
   EXPECT_GT(extra_uncertain, 20);
 }
 
+// ClassifyMixedState of rule 0's start, which must read exactly `stepped`
+// tokens by stack steps (nullopt when allowed one fewer), against
+// ClassifyState: the same accepted tokens, at least its uncertain ones.
+// The accepted tokens' bytes, in id order.
+std::vector<std::string> MixedStartAccepts(const Pda& pda,
+                                           const TokenIndex& index,
+                                           int32_t stepped) {
+  const int32_t words = (index.vocab().size() + 31) / 32;
+  const int32_t start = pda.RuleStart(0);
+  std::optional<StateTokens> got =
+      ClassifyMixedState(pda, index, start, kLeafFollowBudget, stepped);
+  EXPECT_TRUE(got.has_value()) << "more than " << stepped << " stepped";
+  if (!got) return {};
+  EXPECT_FALSE(
+      ClassifyMixedState(pda, index, start, kLeafFollowBudget, stepped - 1))
+      << "fewer than " << stepped << " stepped";
+  const StateTokens all = ClassifyState(pda, index, start);
+  EXPECT_EQ(Row(got->accepted, words), Row(all.accepted, words));
+  EXPECT_TRUE(IncludesIds(index, got->uncertain, all.uncertain));
+  const std::vector<uint32_t> row = Row(got->accepted, words);
+  std::vector<std::string> accepted;
+  for (int32_t id = 0; id < index.vocab().size(); ++id) {
+    if (Bit(row, id)) accepted.emplace_back(index.vocab().bytes(id));
+  }
+  return accepted;
+}
+
 TEST(EngineTest, MixedStatesStepOnlyTheTokensACalleeMayBegin) {
   // r0 ::= 'a' r1 'd' (and r1 ::= 'b' 'c'): after 'a' the rule only calls r1,
   // so of the tokens going on past 'a' only those going on with 'b' ("ab",
   // "abX": 5 of 20) are read by stack steps; the others die there.
   const Pda pda = PdaOf({Seq({Range('a', 'a'), Call(1), Range('d', 'd')}),
                          Seq({Range('b', 'b'), Range('c', 'c')})});
-  auto index = std::make_shared<TokenIndex>(DenseVocab("abcd", 3));
-  const int32_t words = (index->vocab().size() + 31) / 32;
-  const int32_t start = pda.RuleStart(0);
-  std::optional<StateTokens> got =
-      ClassifyMixedState(pda, *index, start, kLeafFollowBudget, 5);
-  ASSERT_TRUE(got.has_value()) << "more than the 5 tokens on 'b' stepped";
-  EXPECT_FALSE(ClassifyMixedState(pda, *index, start, kLeafFollowBudget, 4));
-  const StateTokens all = ClassifyState(pda, *index, start);
-  EXPECT_EQ(Row(got->accepted, words), Row(all.accepted, words));
-  EXPECT_TRUE(IncludesIds(*index, got->uncertain, all.uncertain));
-  const std::vector<uint32_t> row = Row(got->accepted, words);
-  std::vector<std::string> accepted;
-  for (int32_t id = 0; id < index->vocab().size(); ++id) {
-    if (Bit(row, id)) {
-      accepted.emplace_back(index->vocab().bytes(id));
-    }
-  }
-  EXPECT_EQ(accepted, (std::vector<std::string>{"a", "ab", "abc"}));
+  const TokenIndex index(DenseVocab("abcd", 3));
+  EXPECT_EQ(MixedStartAccepts(pda, index, 5),
+            (std::vector<std::string>{"a", "ab", "abc"}));
 }
 
 TEST(EngineTest, MixedStatesWalkOnTheirOwnBytes) {
@@ -736,24 +748,8 @@ TEST(EngineTest, MixedStatesWalkOnTheirOwnBytes) {
   const Pda pda = PdaOf(
       {Seq({Range('a', 'a'), Alt({Range('c', 'c'), Call(1)}), Range('d', 'd')}),
        Seq({Range('b', 'b'), Range('c', 'c')})});
-  auto index = std::make_shared<TokenIndex>(DenseVocab("abcd", 3));
-  const int32_t words = (index->vocab().size() + 31) / 32;
-  const int32_t start = pda.RuleStart(0);
-  std::optional<StateTokens> got =
-      ClassifyMixedState(pda, *index, start, kLeafFollowBudget, 5);
-  ASSERT_TRUE(got.has_value()) << "more than the 5 tokens on 'b' stepped";
-  EXPECT_FALSE(ClassifyMixedState(pda, *index, start, kLeafFollowBudget, 4));
-  const StateTokens all = ClassifyState(pda, *index, start);
-  EXPECT_EQ(Row(got->accepted, words), Row(all.accepted, words));
-  EXPECT_TRUE(IncludesIds(*index, got->uncertain, all.uncertain));
-  const std::vector<uint32_t> row = Row(got->accepted, words);
-  std::vector<std::string> accepted;
-  for (int32_t id = 0; id < index->vocab().size(); ++id) {
-    if (Bit(row, id)) {
-      accepted.emplace_back(index->vocab().bytes(id));
-    }
-  }
-  EXPECT_EQ(accepted,
+  const TokenIndex index(DenseVocab("abcd", 3));
+  EXPECT_EQ(MixedStartAccepts(pda, index, 5),
             (std::vector<std::string>{"a", "ab", "ac", "abc", "acd"}));
 }
 
@@ -762,27 +758,17 @@ TEST(EngineTest, MixedStatesLookThroughCalleesThatCallFirst) {
   // 'e' itself or with r2's 'b', so of the tokens going on past 'a' those
   // on 'b' or 'e' ("ab", "ae": 2 of 5) are read by stack steps, the others
   // die; where a rule on the way may match nothing, all 5 are.
-  auto index = std::make_shared<TokenIndex>(DenseVocab("abcde", 2));
+  const TokenIndex index(DenseVocab("abcde", 2));
   const auto grammar = [](E r2) {
     return PdaOf({Seq({Range('a', 'a'), Call(1), Range('d', 'd')}),
                   Alt({Seq({Call(2), Range('c', 'c')}), Range('e', 'e')}),
                   std::move(r2)});
   };
-  const Pda pda = grammar(Range('b', 'b'));
-  const int32_t words = (index->vocab().size() + 31) / 32;
-  const int32_t start = pda.RuleStart(0);
-  std::optional<StateTokens> got =
-      ClassifyMixedState(pda, *index, start, kLeafFollowBudget, 2);
-  ASSERT_TRUE(got.has_value()) << "more than the tokens \"ab\", \"ae\" stepped";
-  EXPECT_FALSE(ClassifyMixedState(pda, *index, start, kLeafFollowBudget, 1));
-  const StateTokens all = ClassifyState(pda, *index, start);
-  EXPECT_EQ(Row(got->accepted, words), Row(all.accepted, words));
-  EXPECT_TRUE(IncludesIds(*index, got->uncertain, all.uncertain));
-  const Pda nullable = grammar(Alt({Empty(), Range('b', 'b')}));
-  EXPECT_FALSE(ClassifyMixedState(nullable, *index, nullable.RuleStart(0),
-                                  kLeafFollowBudget, 4));
-  EXPECT_TRUE(ClassifyMixedState(nullable, *index, nullable.RuleStart(0),
-                                 kLeafFollowBudget, 5));
+  EXPECT_EQ(MixedStartAccepts(grammar(Range('b', 'b')), index, 2),
+            (std::vector<std::string>{"a", "ab", "ae"}));
+  EXPECT_EQ(
+      MixedStartAccepts(grammar(Alt({Empty(), Range('b', 'b')})), index, 5),
+      (std::vector<std::string>{"a", "ab", "ac", "ae"}));
 }
 
 // A string counted the way JSON Schema's maxLength is: r0 ::= 'e' r1{0,n}
