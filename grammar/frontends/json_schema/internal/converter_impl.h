@@ -385,10 +385,12 @@ class Converter {
   absl::StatusOr<int32_t> EmitAlt(const SimpleSchema& s, int depth);
   absl::StatusOr<int32_t> NumberExpr(const SimpleSchema& s);
   absl::StatusOr<int32_t> StringExpr(const SimpleSchema& s);
+  // StringDfa(c, true) but for maxLength.
+  absl::StatusOr<CharDfa> StringDfaWithoutMax(const StringC& c);
   // A string of `c` whose maxLength matchers count at run time
   // (grammar_ir.h's Rule::max_chars), its other constraints (minLength
-  // too) in its automaton `open` (StringDfa of `c` without maxLength): for
-  // products too large to build whole, or to write out.
+  // too) in its automaton `open` (StringDfaWithoutMax): for products too
+  // large to build whole, or to write out.
   absl::StatusOr<int32_t> CountedString(const StringC& c);
   absl::StatusOr<int32_t> CountedString(const StringC& c, const CharDfa& open);
   // With `distinct` (one entry per prefix position, then the rest), the

@@ -449,10 +449,14 @@ absl::StatusOr<int32_t> Converter::NumberExpr(const SimpleSchema& s) {
   return e_.Ref(rule);
 }
 
-absl::StatusOr<int32_t> Converter::CountedString(const StringC& c) {
+absl::StatusOr<CharDfa> Converter::StringDfaWithoutMax(const StringC& c) {
   StringC open = c;
   open.max_len = -1;
-  absl::StatusOr<CharDfa> dfa = StringDfa(open, true);
+  return StringDfa(open, true);
+}
+
+absl::StatusOr<int32_t> Converter::CountedString(const StringC& c) {
+  absl::StatusOr<CharDfa> dfa = StringDfaWithoutMax(c);
   if (!dfa.ok()) return dfa.status();
   return CountedString(c, *dfa);
 }
@@ -484,6 +488,12 @@ absl::StatusOr<int32_t> Converter::StringExpr(const SimpleSchema& s) {
     absl::StatusOr<RegexEntry*> entry = GetRegex(r);
     return entry.ok() && (*entry)->automaton_only;
   };
+  // The string's rule, kept for the schemas that ask for it again.
+  const auto keep = [&](int32_t expr) {
+    const int32_t rule = e_.NewRule("string", expr);
+    string_rules_.emplace(key, rule);
+    return e_.Ref(rule);
+  };
   int32_t body;
   if (c.must.empty() && c.must_not.empty() && c.excluded.empty()) {
     // Lengths alone count code points in any JSON encoding; a long
@@ -494,9 +504,7 @@ absl::StatusOr<int32_t> Converter::StringExpr(const SimpleSchema& s) {
     }
     if (counted.ok() || IsDeadline(counted.status())) {
       if (!counted.ok()) return counted.status();
-      const int32_t rule = e_.NewRule("string", *counted);
-      string_rules_.emplace(key, rule);
-      return e_.Ref(rule);
+      return keep(*counted);
     }
     if (c.min_len > kMaxCountedLength || c.max_len > kMaxCountedLength) {
       GRAMMARD_RETURN_IF_ERROR(
@@ -528,9 +536,7 @@ absl::StatusOr<int32_t> Converter::StringExpr(const SimpleSchema& s) {
         EdgeCount(*dfa) > kMaxUnrolledStringEdges) {
       // Counted to maxLength, a pattern's automaton is about one copy per
       // character: written out, the grammar may pass its size limit.
-      StringC open = c;
-      open.max_len = -1;
-      absl::StatusOr<CharDfa> open_dfa = StringDfa(open, true);
+      absl::StatusOr<CharDfa> open_dfa = StringDfaWithoutMax(c);
       if (!open_dfa.ok() && IsDeadline(open_dfa.status())) {
         return open_dfa.status();
       }
@@ -538,9 +544,7 @@ absl::StatusOr<int32_t> Converter::StringExpr(const SimpleSchema& s) {
           EdgeCount(*open_dfa) * kCountingShrinksBy < EdgeCount(*dfa)) {
         absl::StatusOr<int32_t> counted = CountedString(c, *open_dfa);
         if (!counted.ok()) return counted.status();
-        const int32_t rule = e_.NewRule("string", *counted);
-        string_rules_.emplace(key, rule);
-        return e_.Ref(rule);
+        return keep(*counted);
       }
     }
     if (!dfa.ok() && !IsDeadline(dfa.status()) && c.max_len >= 0) {
@@ -549,9 +553,7 @@ absl::StatusOr<int32_t> Converter::StringExpr(const SimpleSchema& s) {
       absl::StatusOr<int32_t> counted = CountedString(c);
       if (counted.ok() || IsDeadline(counted.status())) {
         if (!counted.ok()) return counted.status();
-        const int32_t rule = e_.NewRule("string", *counted);
-        string_rules_.emplace(key, rule);
-        return e_.Ref(rule);
+        return keep(*counted);
       }
     }
     if (!dfa.ok()) {
@@ -569,9 +571,7 @@ absl::StatusOr<int32_t> Converter::StringExpr(const SimpleSchema& s) {
     }
     body = e_.DfaString(*dfa, "string");
   }
-  const int32_t rule = e_.NewRule("string", body);
-  string_rules_.emplace(key, rule);
-  return e_.Ref(rule);
+  return keep(body);
 }
 
 }  // namespace grammard::grammar::json_schema_internal
