@@ -310,6 +310,11 @@ bool LoopsOver(const Pda& pda, int32_t state, const uint64_t* below) {
   return true;
 }
 
+// Whether `byte` is in the 256-bit set `bits` (bit b % 64 of word b / 64).
+bool HasByte(const uint64_t* bits, uint8_t byte) {
+  return bits[byte >> 6] >> (byte & 63) & 1;
+}
+
 // What a mixed walk leaves to stack steps, and for each calling state it
 // met the bytes that state's callees may begin with (CalleeBytes).
 struct Deferrals {
@@ -398,9 +403,8 @@ void WalkSubtree(const Pda& pda, const TokenIndex& index, int32_t first,
         pda.CallsBegin(at[depth - 1]) != pda.CallsEnd(at[depth - 1])) {
       // Below a calling state with bytes of its own: the branches a callee
       // may begin were left to stack steps there.
-      const uint64_t* callee_bytes = deferred->CalleeBytes(pda, at[depth - 1]);
-      const uint8_t byte = index.node_byte(node);
-      if (callee_bytes[byte >> 6] >> (byte & 63) & 1) {
+      if (HasByte(deferred->CalleeBytes(pda, at[depth - 1]),
+                  index.node_byte(node))) {
         node = end;
         continue;
       }
@@ -440,8 +444,7 @@ void WalkSubtree(const Pda& pda, const TokenIndex& index, int32_t first,
              child = index.node_end(child)) {
           const int32_t from = index.node_tokens_begin(child);
           const int32_t to_end = index.node_tokens_begin(index.node_end(child));
-          const uint8_t byte = index.node_byte(child);
-          if (first_bytes[byte >> 6] >> (byte & 63) & 1) {
+          if (HasByte(first_bytes, index.node_byte(child))) {
             deferred->tokens.push_back({from, to_end, depth, to, false});
           }
         }
