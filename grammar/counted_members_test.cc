@@ -540,12 +540,28 @@ TEST(OnceMembers, MasksMatchADirectReading) {
   }
 }
 
+// Alternatives of one object that differ in one member's value: until
+// that member is written every alternative keeps a stack (`count` of
+// them).
+std::string CountedAlternatives(int count) {
+  std::string s = R"({"anyOf":[)";
+  for (int k = 0; k < count; ++k) {
+    std::string one = Counted(true, false);
+    const std::string h = R"("h":{"type":"integer"})";
+    one.replace(one.find(h), h.size(),
+                R"("h":{"const":)" + std::to_string(k) + "}");
+    s += (k > 0 ? "," : "") + one;
+  }
+  return s + "]}";
+}
+
 // A matcher reuses its last real read of the tokens that may check members
 // while its stacks stay the same (a string's steps): along random walks
 // biased to stay in strings and rolled back now and then, every mask must
 // equal that of a fresh matcher that read the same text, in objects
-// counting members in both forms and beside a string counted to its
-// maxLength near the bound.
+// counting members in both forms, beside a string counted to its maxLength
+// near the bound, and in 320 alternatives at once (stacks of about 1,000
+// nodes, whose key is thousands of words).
 TEST(CountedMembers, MasksAlongAWalkEqualAFreshMatchersAtTheSamePlace) {
   GrammarCompiler compiler(TestVocab());
   std::string near_bound = Counted(true, false);
@@ -556,12 +572,14 @@ TEST(CountedMembers, MasksAlongAWalkEqualAFreshMatchersAtTheSamePlace) {
     std::string schema;
     JsonPropertyOrder order;
     std::string start;
+    int walks;
   };
   const std::vector<Case> cases = {
-      {Counted(true, true), JsonPropertyOrder::kAnyRepeatable, "{"},
-      {Counted(true, false), JsonPropertyOrder::kAny, "{"},
+      {Counted(true, true), JsonPropertyOrder::kAnyRepeatable, "{", 20},
+      {Counted(true, false), JsonPropertyOrder::kAny, "{", 20},
       {near_bound, JsonPropertyOrder::kAny,
-       R"({"a":1,"i":")" + std::string(290, 'x')},
+       R"({"a":1,"i":")" + std::string(290, 'x'), 20},
+      {CountedAlternatives(320), JsonPropertyOrder::kAny, R"({"a":1,"b":")", 4},
   };
   const Vocabulary& vocab = compiler.vocabulary();
   int compared = 0;
@@ -570,7 +588,7 @@ TEST(CountedMembers, MasksAlongAWalkEqualAFreshMatchersAtTheSamePlace) {
     ASSERT_TRUE(g.ok()) << g.status();
     std::mt19937 rng(7);
     std::vector<uint32_t> row(g->mask_words()), fresh_row(g->mask_words());
-    for (int walk = 0; walk < 20; ++walk) {
+    for (int walk = 0; walk < c.walks; ++walk) {
       GrammarMatcher m(*g);
       std::string text = c.start;
       ASSERT_TRUE(m.AcceptString(text).ok());

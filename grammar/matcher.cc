@@ -261,8 +261,12 @@ bool GrammarMatcher::InValue(int32_t top) const {
 }
 
 bool GrammarMatcher::CheckKey(std::vector<int64_t>* key) const {
-  // Past this many nodes comparing costs more than a typical read.
-  constexpr size_t kMaxKey = 4096;
+  // A key costs a few words per node while a read steps every token it
+  // reads over every stack, so even keys of thousands of nodes pay (a
+  // MaskBench object held in 255 stacks at once read 93 tokens anew, 2 ms,
+  // at each byte of a string). The bound keeps the two keys a matcher
+  // holds under 128 KB each.
+  constexpr size_t kMaxKey = size_t{1} << 14;
   key->clear();
   const internal::Pda& pda = grammar_.data().pda;
   if (pda.has_distinct()) return false;
