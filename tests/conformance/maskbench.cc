@@ -11,17 +11,18 @@
 //       [--settle_s=S] [--settle_max_s=S]
 //
 // Per case: the schema goes through JsonSchemaToGrammar (strict, default
-// options but the chosen property order, by default any_repeatable because
-// instances list members in the order their model chose; a --deadline_s
-// deadline) and GrammarCompiler::Compile; an error in either is a compile
-// error. Every instance is serialized compactly (nlohmann dump(), members in
-// the order they appear) and fed token by token: at each step the mask is
-// filled and the longest allowed vocabulary token that is a prefix of the
-// remaining text is accepted (the project has no BPE encoder). A valid instance
-// must get through and then allow end-of-sequence, else a validation error; an
-// invalid one that does is an invalidation error (a bug: wrong output let
-// through). TBM times every FillNextTokenMask; TTFM is conversion + compile +
-// the first mask of a fresh matcher (that mask is not in TBM). With
+// options but the chosen property order, by default any (each declared
+// member at most once, in whatever order) because instances list members in
+// the order their model chose; a --deadline_s deadline) and
+// GrammarCompiler::Compile; an error in either is a compile error. Every
+// instance is serialized compactly (nlohmann dump(), members in the order they
+// appear) and fed token by token: at each step the mask is filled and the
+// longest allowed vocabulary token that is a prefix of the remaining text is
+// accepted (the project has no BPE encoder). A valid instance must get through
+// and then allow end-of-sequence, else a validation error; an invalid one that
+// does is an invalidation error (a bug: wrong output let through). TBM times
+// every FillNextTokenMask; TTFM is conversion + compile + the first mask of a
+// fresh matcher (that mask is not in TBM). With
 // --cpu_time each mask's thread CPU time is taken too (tbm_cpu_max_us, and
 // the slowest masks by it): on a shared VM a wall-clock maximum is often a
 // mask whose thread was descheduled for most of it, which the CPU time
@@ -91,7 +92,7 @@ ABSL_FLAG(std::string, only, "",
           "Run only the cases whose file name contains this text (for "
           "profiling one schema); --limit applies before it.");
 ABSL_FLAG(int, threads, 2, "Cases run in parallel on this many threads.");
-ABSL_FLAG(std::string, property_order, "any_repeatable",
+ABSL_FLAG(std::string, property_order, "any",
           "Member order of objects: as_written, required_first, any, "
           "any_when_small or any_repeatable.");
 ABSL_FLAG(double, deadline_s, 10,
