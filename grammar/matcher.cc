@@ -396,6 +396,10 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
     }
     // And from a dispatch, the tokens whose keys meet the frame's members.
     // Those of another stack top's sets come along: a real read is exact.
+    // A token whose fate the frame refuses is refused outright where its
+    // top is the only one (another may read it); one it leaves open keeps
+    // the tables' bit.
+    const bool one_top = scan_end() - scan_begin() == 1;
     for (const auto& [keyed, members] : risky_keyed_) {
       for (const internal::DispatchTokenKeys::Group& group : keyed->groups) {
         if (!group.always && !group.key.Intersects(members)) continue;
@@ -404,6 +408,16 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
           if (word & (1u << (id & 31))) {
             word &= ~(1u << (id & 31));
             reading_.push_back(id);
+          }
+        }
+      }
+      for (const internal::DispatchTokenKeys::Fate& fate : keyed->fates) {
+        if (!fate.Refused(members)) continue;
+        for (int32_t id : fate.tokens) {
+          uint32_t& word = row[id >> 5];
+          if (word & (1u << (id & 31))) {
+            word &= ~(1u << (id & 31));
+            if (!one_top) reading_.push_back(id);
           }
         }
       }

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <array>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "grammar/base/member_set.h"
@@ -775,7 +777,7 @@ class KeyWalk {
       : pda_(pda), index_(index), checked_(checked), out_(out) {}
 
   void Run(int32_t state) {
-    Node(0, {{state, true, MemberSet()}}, MemberSet(), false);
+    Node(0, {{state, true, MemberSet(), {}, true}}, MemberSet(), false);
   }
 
  private:
@@ -783,6 +785,10 @@ class KeyWalk {
     int32_t state;
     bool dispatch;
     MemberSet key;
+    // The guards of the guarded calls on the way here, when there is one way
+    // (`single`); the key is their union.
+    std::vector<MemberSet> path;
+    bool single;
   };
   // Past this many alternatives at one node, the node's tokens are kept
   // always (the front end's tries have one or two).
@@ -797,6 +803,7 @@ class KeyWalk {
   static bool Merge(std::vector<Alt>* alts, const Alt& alt) {
     for (Alt& a : *alts) {
       if (a.state == alt.state && a.dispatch == alt.dispatch) {
+        a.single = a.single && alt.single && a.path == alt.path;
         if (a.key.Contains(alt.key)) return false;
         a.key.AddAll(alt.key);
         return true;
@@ -821,8 +828,11 @@ class KeyWalk {
         if (pda_.IsFinal(a.state)) always = true;  // a return: callers unknown
         for (const PdaCall* c = pda_.CallsBegin(a.state);
              c != pda_.CallsEnd(a.state); ++c) {
-          Alt callee{pda_.RuleStart(c->rule), pda_.IsDispatch(c->rule), a.key};
+          Alt callee{pda_.RuleStart(c->rule), pda_.IsDispatch(c->rule), a.key,
+                     a.path, a.single};
           callee.key.AddAll(pda_.Guard(c->rule));
+          if (pda_.IsGuarded(c->rule))
+            callee.path.push_back(pda_.Guard(c->rule));
           grew = Merge(&alts, callee) || grew;
         }
         if (alts.size() > kMaxAlts) always = true;
@@ -844,7 +854,7 @@ class KeyWalk {
         followed.push_back(a);
       }
     }
-    if (node > 0) {
+    if (node > 0 && (sunk || !AddFate(node, alts))) {
       MemberSet key = sink;
       for (const Alt& a : alts) {
         key.AddAll(a.key);
@@ -862,11 +872,49 @@ class KeyWalk {
       std::vector<Alt> next;
       for (const Alt& a : followed) {
         const int32_t t = pda_.Next(a.state, index_.node_byte(child));
-        if (t != Pda::kDead) Merge(&next, {t, a.dispatch, a.key});
+        if (t != Pda::kDead) {
+          Merge(&next, {t, a.dispatch, a.key, a.path, a.single});
+        }
       }
       if (next.empty() && !sunk) continue;  // no token below is read here
       Node(child, std::move(next), sink, sunk);
     }
+  }
+
+  // Files the tokens at `node` under their fate, where every state its
+  // prefix may stand in was reached one way and the walk follows them all
+  // (the caller's `sunk`); false where a key must do. Only a state with
+  // bytes of its own keeps a stack: one without only calls, and its
+  // callees are in `alts` too. A counted string's steps may refuse by its
+  // count, so its states have no fate.
+  bool AddFate(int32_t node, const std::vector<Alt>& alts) {
+    DispatchTokenKeys::Fate fate;
+    for (const Alt& a : alts) {
+      if (!a.single || pda_.MaxChars(pda_.StateRule(a.state)) >= 0) {
+        return false;
+      }
+      if (!pda_.HasBytes(a.state)) continue;
+      if (a.path.empty()) return true;  // never refused: not read at all
+      fate.guards.insert(fate.guards.end(), a.path.begin(), a.path.end());
+      fate.way_ends.push_back(static_cast<uint32_t>(fate.guards.size()));
+    }
+    DispatchTokenKeys::Fate* into = nullptr;
+    for (int32_t i = index_.node_tokens_begin(node);
+         i < index_.node_tokens_end(node); ++i) {
+      const int32_t id = index_.id(i);
+      if (!Bit(checked_.in_dispatch, id) ||
+          Bit(checked_.outside_dispatch, id)) {
+        continue;
+      }
+      if (into == nullptr) {
+        auto [it, added] = fate_at_.try_emplace({fate.guards, fate.way_ends},
+                                                out_->fates.size());
+        if (added) out_->fates.push_back(std::move(fate));
+        into = &out_->fates[it->second];
+      }
+      into->tokens.push_back(id);
+    }
+    return true;
   }
 
   // Every token below `node` (and at it, with `with_node`).
@@ -906,6 +954,9 @@ class KeyWalk {
   const TokenIndex& index_;
   const MemberCheckedTokens& checked_;
   DispatchTokenKeys* out_;
+  // Equal fates share one entry (a member's own bytes all have its guards).
+  std::map<std::pair<std::vector<MemberSet>, std::vector<uint32_t>>, size_t>
+      fate_at_;
 };
 
 }  // namespace
@@ -928,6 +979,19 @@ MemberCheckedTokens::Filter MemberCheckedTokens::For(
   std::call_once(lazy.once,
                  [&] { KeyWalk(pda, index, *this, &lazy.keys).Run(state); });
   return {outside_dispatch.data(), &lazy.keys};
+}
+
+bool DispatchTokenKeys::Fate::Refused(const MemberSet& members) const {
+  uint32_t begin = 0;
+  for (const uint32_t end : way_ends) {
+    bool open = true;
+    for (uint32_t g = begin; g < end && open; ++g) {
+      open = !members.Contains(guards[g]);
+    }
+    if (open) return false;
+    begin = end;
+  }
+  return true;
 }
 
 int32_t MemberCheckedTokens::ReachIndex(int32_t state) const {

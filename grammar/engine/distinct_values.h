@@ -148,6 +148,14 @@ MemberCheckedTokens TokensThatMayCheckMembers(const Pda& pda,
 // never or always read); those a walk of the trie cannot follow (a return
 // out of the dispatch) are kept `always`. A names trie's states list the
 // tokens that spell on along its names, a few hundred at the root.
+// A token that ends inside the dispatch or a member's own bytes, along one
+// way into each state it may end in, needs no key: the stepper keeps a
+// state reached there unless a guarded call on its way met a frame holding
+// its whole guard, so its `Fate` says whether any such state stays, exactly,
+// at the cost of a few word operations per guard instead of a real read
+// (`","c` toward unwritten "content_type" where "content_id" is written).
+// Those that some way reaches without a guarded call are never refused and
+// not listed.
 // Cost: one walk of the token trie along the states' bytes, on first use.
 struct DispatchTokenKeys {
   struct Group {
@@ -155,7 +163,16 @@ struct DispatchTokenKeys {
     bool always = false;
     std::vector<int32_t> tokens;  // ids
   };
+  struct Fate {
+    // The guards of each way, way k's ending at way_ends[k].
+    std::vector<MemberSet> guards;
+    std::vector<uint32_t> way_ends;
+    std::vector<int32_t> tokens;  // ids
+    // Whether a frame that counted `members` refuses every way.
+    bool Refused(const MemberSet& members) const;
+  };
   std::vector<Group> groups;
+  std::vector<Fate> fates;
 };
 
 }  // namespace grammard::grammar::internal
