@@ -31,8 +31,20 @@ void GrammarMatcher::Start() {
 void GrammarMatcher::Reset() { Start(); }
 
 size_t GrammarMatcher::MemoryBytes() const {
+  // The scratch a mask keeps counts too: in a very ambiguous object the
+  // check keys reach 128 KB each, and a read's token lists the vocabulary's
+  // size.
+  const size_t ids = tmp_a_.capacity() + tmp_b_.capacity() + tops_.capacity() +
+                     reading_.capacity() + check_allowed_.capacity();
+  const size_t scratch =
+      ids * sizeof(int32_t) +
+      sets_.capacity() * sizeof(const internal::TokenSet*) +
+      reads_.capacity() * sizeof(Read) +
+      risky_sets_.capacity() * sizeof(risky_sets_[0]) +
+      risky_keyed_.capacity() * sizeof(risky_keyed_[0]) +
+      (check_key_.capacity() + next_check_key_.capacity()) * sizeof(int64_t);
   return pool_.MemoryBytes() + scan_.capacity() * sizeof(int32_t) +
-         history_.capacity() * sizeof(Position) +
+         history_.capacity() * sizeof(Position) + scratch +
          (stepper_.tracking()
               ? stepper_.text().capacity() + stepper_.values().MemoryBytes()
               : 0);

@@ -119,8 +119,8 @@ class GrammarMatcher {
   // rules, whose seen values reach back into the text, O(state kept).
   GrammarMatcher Fork() const;
 
-  // Bytes of this matcher's own state (its stacks and history, by
-  // capacity), not of the grammar it shares. O(1).
+  // Bytes of this matcher's own state (its stacks, history and the scratch
+  // its masks keep, by capacity), not of the grammar it shares. O(1).
   size_t MemoryBytes() const;
 
  private:
