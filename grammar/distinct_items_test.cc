@@ -6,10 +6,12 @@
 #include <functional>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "grammar/compiler.h"
+#include "grammar/engine/grammar_data.h"
 #include "grammar/frontends/json_schema/json_schema.h"
 #include "grammar/matcher.h"
 #include "grammar/serialize.h"
@@ -248,6 +250,44 @@ bool Bit(const std::vector<uint32_t>& row, int32_t id) {
 // Random walks: the mask of the unique array against the same array's mask
 // without uniqueItems, narrowed by reading the completed items directly.
 // Every walk must be able to end, and every text it ends must be distinct.
+// Before any item is seen only a token that ends two can be refused, so
+// the first item's masks read only those: `"a","`, not `",` or `"]`. One
+// ending two equal items is still refused there.
+TEST(DistinctItems, TheFirstItemReadsOnlyTokensThatEndTwo) {
+  std::vector<std::string> tokens;
+  for (char c : std::string("[]\",ab")) tokens.push_back({c});
+  for (const char* t : {"\",", "\"]", "\"a\",\"", "a\",\"a\"", "a\",\"b\""}) {
+    tokens.push_back(t);
+  }
+  tokens.push_back("</s>");
+  const int32_t eos = static_cast<int32_t>(tokens.size()) - 1;
+  GrammarCompiler compiler(
+      *Vocabulary::FromTokens(tokens, {eos}, {eos}, {"first", {}, 0}));
+  auto g = CompileSchema(compiler, kUniqueStrings);
+  ASSERT_TRUE(g.ok()) << g.status();
+  const Vocabulary& vocab = compiler.vocabulary();
+  std::set<std::string> twice;
+  for (int32_t id : g->data().value_ending_tokens.twice) {
+    twice.insert(std::string(vocab.bytes(id)));
+  }
+  EXPECT_EQ(twice,
+            (std::set<std::string>{"\"a\",\"", "a\",\"a\"", "a\",\"b\""}));
+  GrammarMatcher m(*g);
+  ASSERT_TRUE(m.AcceptString("[\"").ok());
+  std::vector<uint32_t> row(g->mask_words());
+  m.FillNextTokenMask(row.data());
+  const auto allowed = [&](const std::string& token) {
+    for (int32_t id = 0; id < vocab.size(); ++id) {
+      if (vocab.bytes(id) == token) return (row[id >> 5] >> (id & 31) & 1) != 0;
+    }
+    ADD_FAILURE() << "no token " << token;
+    return false;
+  };
+  EXPECT_TRUE(allowed("a\",\"b\""));
+  EXPECT_FALSE(allowed("a\",\"a\""));
+  EXPECT_TRUE(allowed("\","));
+}
+
 TEST(DistinctItems, MasksMatchADirectReading) {
   GrammarCompiler compiler(TestVocab());
   const Vocabulary& vocab = compiler.vocabulary();

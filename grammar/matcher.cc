@@ -272,6 +272,16 @@ bool GrammarMatcher::InValue(int32_t top) const {
   return false;
 }
 
+bool GrammarMatcher::AnyValueSeen() const {
+  const internal::ValueLog& log = stepper_.values();
+  for (const int32_t* it = scan_begin(); it != scan_end(); ++it) {
+    for (int32_t id = *it; id >= 0; id = pool_[id].parent) {
+      if (log.side(id).seen >= 0) return true;
+    }
+  }
+  return false;
+}
+
 bool GrammarMatcher::CheckKey(std::vector<int64_t>* key) const {
   // A key costs a few words per node while a read steps every token it
   // reads over every stack, so even keys of thousands of nodes pay (a
@@ -387,9 +397,13 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
   }
   if (in_value_) {
     // The tables allow what the grammar does; a token that may end a value
-    // is allowed only if some stack survives it with the values kept apart.
+    // is allowed only if some stack survives it with the values kept apart
+    // (before any was seen, only one that may end two: an array's first
+    // item).
     reading_.clear();
-    for (int32_t id : grammar_.data().value_ending_tokens) {
+    const internal::ValueEndingTokens& ending =
+        grammar_.data().value_ending_tokens;
+    for (int32_t id : AnyValueSeen() ? ending.once : ending.twice) {
       uint32_t& word = row[id >> 5];
       if (word & (1u << (id & 31))) {
         word &= ~(1u << (id & 31));

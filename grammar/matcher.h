@@ -157,6 +157,9 @@ class GrammarMatcher {
   // Whether no frame of the stack of `top` may refuse a guarded call before
   // a member is counted (MemberCheckedTokens::outside_with_slack).
   bool FramesHaveSlack(int32_t top) const;
+  // Whether a frame on some stack has seen a distinct value (holds a
+  // record).
+  bool AnyValueSeen() const;
   // Every stack top's whole stack, each node's state, counted members and
   // counted characters, into `key`; false (nothing worth keeping) when the
   // grammar has distinct rules (their records are not in it) or the stacks

@@ -468,15 +468,24 @@ std::vector<int32_t> TokensHolding(const TokenIndex& index,
 
 }  // namespace
 
-std::vector<int32_t> TokensThatMayEndValues(const Pda& pda,
-                                            const TokenIndex& index) {
+ValueEndingTokens TokensThatMayEndValues(const Pda& pda,
+                                         const TokenIndex& index) {
   if (!pda.has_distinct()) return {};
   std::vector<uint8_t> ends(pda.num_rules(), 0);
   for (int32_t r = 0; r < pda.num_rules(); ++r) ends[r] = pda.IsDistinct(r);
-  return TokensHolding(index,
-                       EndingBytes(pda, std::move(ends), [&](int32_t rule) {
-                         return pda.InsideDistinct(rule);
-                       }));
+  const std::array<bool, 256> bytes =
+      EndingBytes(pda, std::move(ends),
+                  [&](int32_t rule) { return pda.InsideDistinct(rule); });
+  ValueEndingTokens out;
+  out.once = TokensHolding(index, bytes);
+  for (const int32_t id : out.once) {
+    int held = 0;
+    for (const char ch : index.vocab().bytes(id)) {
+      held += bytes[static_cast<uint8_t>(ch)];
+    }
+    if (held >= 2) out.twice.push_back(id);
+  }
+  return out;
 }
 
 absl::Status CheckRequiredMembersEndOnBytes(const Pda& pda) {

@@ -43,10 +43,17 @@ absl::Status CheckDistinctValuesEndless(const Pda& pda);
 // The tokens, in the index's byte order, holding a byte that may end a
 // distinct value (a string's closing quote, an object's brace, a digit):
 // only they can end one, so only they need reading for real where the
-// mask's tables cannot know which values were seen. Empty without distinct
-// rules. O(states x 256 + calls x rounds + vocabulary bytes).
-std::vector<int32_t> TokensThatMayEndValues(const Pda& pda,
-                                            const TokenIndex& index);
+// mask's tables cannot know which values were seen. A value is refused
+// only against one seen before it in its frame, so where no frame on any
+// stack has seen one, only a token ending two values, one after the other,
+// can be refused: `twice` holds those with two such bytes. Empty without
+// distinct rules. O(states x 256 + calls x rounds + vocabulary bytes).
+struct ValueEndingTokens {
+  std::vector<int32_t> once;
+  std::vector<int32_t> twice;
+};
+ValueEndingTokens TokensThatMayEndValues(const Pda& pda,
+                                         const TokenIndex& index);
 
 // Counted members (Pda::RequiredMembers, Guard) are kept the same way: a
 // stack ends where a rule would return without the members it requires, or

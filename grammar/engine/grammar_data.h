@@ -35,8 +35,8 @@ struct GrammarData {
   // Refers to `pda` and `*index`, so the struct stays where it was made.
   TokenTable table;
   // With distinct rules, the tokens a matcher reads for real inside their
-  // values (distinct_values.h).
-  std::vector<int32_t> value_ending_tokens;
+  // values, and those it reads where no value was seen (distinct_values.h).
+  ValueEndingTokens value_ending_tokens;
   // With counted members, the tokens a matcher reads for real where a frame
   // lacks some or has counted some, from a stack top outside a dispatch and
   // inside one (distinct_values.h).
