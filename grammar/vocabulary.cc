@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <fstream>
+#include <numeric>
 #include <optional>
 
 #include "absl/status/status.h"
@@ -299,6 +300,23 @@ bool Vocabulary::is_eos(int32_t id) const {
   return std::find(eos_ids_.begin(), eos_ids_.end(), id) != eos_ids_.end();
 }
 
+void Vocabulary::Lay(const std::vector<std::string_view>& text) {
+  std::vector<int32_t> order(text.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(),
+            [&](int32_t a, int32_t b) { return text[a] < text[b]; });
+  size_t total = 0;
+  for (std::string_view t : text) total += t.size();
+  blob_.clear();
+  blob_.reserve(total);
+  spans_.assign(text.size(), Span{0, 0});
+  for (int32_t id : order) {
+    spans_[id] = {static_cast<uint32_t>(blob_.size()),
+                  static_cast<uint32_t>(text[id].size())};
+    blob_.append(text[id]);
+  }
+}
+
 void Vocabulary::Finish() {
   num_text_ = static_cast<int32_t>(
       std::count(kinds_.begin(), kinds_.end(), TokenKind::kText));
@@ -492,15 +510,7 @@ absl::StatusOr<std::shared_ptr<const Vocabulary>> Vocabulary::FromJson(
   v->encoding_ = *encoding;
   v->tokenizer_size_ = tokenizer_size;
   v->kinds_ = std::move(kinds);
-  v->offsets_.reserve(size + 1);
-  size_t total = 0;
-  for (const std::string& t : text) total += t.size();
-  v->blob_.reserve(total);
-  for (const std::string& t : text) {
-    v->offsets_.push_back(static_cast<uint32_t>(v->blob_.size()));
-    v->blob_.append(t);
-  }
-  v->offsets_.push_back(static_cast<uint32_t>(v->blob_.size()));
+  v->Lay(std::vector<std::string_view>(text.begin(), text.end()));
   v->eos_ids_ = std::move(eos);
   v->Finish();
   return std::shared_ptr<const Vocabulary>(std::move(v));
@@ -554,12 +564,11 @@ absl::StatusOr<std::shared_ptr<const Vocabulary>> Vocabulary::FromTokens(
           absl::StrCat("end-of-sequence id ", id, " must be a special token"));
     }
   }
-  for (int32_t id = 0; id < size; ++id) {
-    v->offsets_.push_back(static_cast<uint32_t>(v->blob_.size()));
-    if (id < tokenizer_size && v->kinds_[id] == TokenKind::kText)
-      v->blob_.append(tokens[id]);
+  std::vector<std::string_view> text(size);
+  for (int32_t id = 0; id < tokenizer_size; ++id) {
+    if (v->kinds_[id] == TokenKind::kText) text[id] = tokens[id];
   }
-  v->offsets_.push_back(static_cast<uint32_t>(v->blob_.size()));
+  v->Lay(text);
   v->eos_ids_ = eos_ids;
   std::sort(v->eos_ids_.begin(), v->eos_ids_.end());
   v->eos_ids_.erase(std::unique(v->eos_ids_.begin(), v->eos_ids_.end()),

@@ -400,5 +400,19 @@ TEST(VocabularyTest, FromTokens) {
   EXPECT_FALSE(Vocabulary::FromTokens({}, {}, {}, {}).ok());
 }
 
+// The bytes lie in the buffer in the order of the bytes, not of the ids: each
+// id still reads its own, whatever their order, with repeats and empties.
+TEST(VocabularyTest, EachIdReadsItsOwnBytesWhateverTheirOrder) {
+  const std::vector<std::string> tokens = {
+      "zz", "a",     "",   "ab", "a", "\xff", std::string("\0b", 2),
+      "z",  "<eos>", "abc"};
+  auto v = Vocabulary::FromTokens(tokens, {8}, {8}, {"t", {}, 12});
+  ASSERT_TRUE(v.ok()) << v.status();
+  for (int32_t id = 0; id < 12; ++id) {
+    const std::string want = id < 10 && id != 8 ? tokens[id] : "";
+    EXPECT_EQ((*v)->bytes(id), want) << "id " << id;
+  }
+}
+
 }  // namespace
 }  // namespace grammard::grammar
