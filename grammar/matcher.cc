@@ -386,6 +386,14 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
                                     const internal::Stepper::TokenReach& r) {
     if (r.readable()) row[id >> 5] |= 1u << (id & 31);
   };
+  // Clears the bit the tables set for a token that needs a real read (or,
+  // with no list, one refused outright), listing it.
+  const auto take = [row](int32_t id, std::vector<int32_t>* reading) {
+    uint32_t& word = row[id >> 5];
+    if (!(word & (1u << (id & 31)))) return;
+    word &= ~(1u << (id & 31));
+    if (reading != nullptr) reading->push_back(id);
+  };
   for (const Read& read : reads_) {
     // Only those not allowed already.
     reading_.clear();
@@ -404,11 +412,7 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
     const internal::ValueEndingTokens& ending =
         grammar_.data().value_ending_tokens;
     for (int32_t id : AnyValueSeen() ? ending.once : ending.twice) {
-      uint32_t& word = row[id >> 5];
-      if (word & (1u << (id & 31))) {
-        word &= ~(1u << (id & 31));
-        reading_.push_back(id);
-      }
+      take(id, &reading_);
     }
     stepper_.ReadSorted(&pool_, scan_begin(), scan_end(), vocab, reading_,
                         allow_readable);
@@ -429,23 +433,11 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
     for (const auto& [keyed, members] : risky_keyed_) {
       for (const internal::DispatchTokenKeys::Group& group : keyed->groups) {
         if (!group.always && !group.key.Intersects(members)) continue;
-        for (int32_t id : group.tokens) {
-          uint32_t& word = row[id >> 5];
-          if (word & (1u << (id & 31))) {
-            word &= ~(1u << (id & 31));
-            reading_.push_back(id);
-          }
-        }
+        for (int32_t id : group.tokens) take(id, &reading_);
       }
       for (const internal::DispatchTokenKeys::Fate& fate : keyed->fates) {
         if (!fate.Refused(members)) continue;
-        for (int32_t id : fate.tokens) {
-          uint32_t& word = row[id >> 5];
-          if (word & (1u << (id & 31))) {
-            word &= ~(1u << (id & 31));
-            if (!one_top) reading_.push_back(id);
-          }
-        }
+        for (int32_t id : fate.tokens) take(id, one_top ? nullptr : &reading_);
       }
     }
     const bool keyed = CheckKey(&next_check_key_);
@@ -473,11 +465,7 @@ void GrammarMatcher::FillNextTokenMask(uint32_t* row) {
       if (static_cast<int32_t>(vocab.bytes(id).size()) <= counted_slack_) {
         break;
       }
-      uint32_t& word = row[id >> 5];
-      if (word & (1u << (id & 31))) {
-        word &= ~(1u << (id & 31));
-        reading_.push_back(id);
-      }
+      take(id, &reading_);
     }
     grammar_.data().index->SortByBytes(&reading_);
     stepper_.ReadSorted(&pool_, scan_begin(), scan_end(), vocab, reading_,

@@ -916,9 +916,18 @@ class KeyWalk {
         continue;
       }
       if (into == nullptr) {
-        auto [it, added] = fate_at_.try_emplace({fate.guards, fate.way_ends},
-                                                out_->fates.size());
-        if (added) out_->fates.push_back(std::move(fate));
+        // Looked up by a key the ways move into, copied back only for a
+        // fate not seen yet (most repeat: a member's own bytes all have its
+        // guards).
+        std::pair<std::vector<MemberSet>, std::vector<uint32_t>> key{
+            std::move(fate.guards), std::move(fate.way_ends)};
+        auto it = fate_at_.find(key);
+        if (it == fate_at_.end()) {
+          fate.guards = key.first;
+          fate.way_ends = key.second;
+          it = fate_at_.emplace(std::move(key), out_->fates.size()).first;
+          out_->fates.push_back(std::move(fate));
+        }
         into = &out_->fates[it->second];
       }
       into->tokens.push_back(id);
