@@ -133,9 +133,9 @@ class Vocabulary {
     uint32_t begin, length;
   };
   std::vector<Span> spans_;  // by id, into blob_
-  // Token bytes in the order of the bytes, not of the ids: reads of many
-  // tokens go in that order (TokenIndex::SortByBytes), and a read that
-  // walked the blob by id missed the cache on most tokens.
+  // Token bytes in the order of their first bytes, not of the ids: reads
+  // of many tokens go in byte order (TokenIndex::SortByBytes), and a read
+  // that walked the blob by id missed the cache on most tokens.
   std::string blob_;
   std::vector<int32_t> eos_ids_;
   std::string fingerprint_;
