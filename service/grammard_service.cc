@@ -302,6 +302,14 @@ grpc::Status GrammardService::Fail(const absl::Status& status) {
 
 grpc::Status GrammardService::Guarded(
     const char* rpc, const std::function<grpc::Status()>& body) {
+  {
+    absl::MutexLock lock(&mu_);
+    ++calls_running_;
+  }
+  absl::Cleanup done = [&] {
+    absl::MutexLock lock(&mu_);
+    --calls_running_;
+  };
   try {
     return body();
   } catch (const std::bad_alloc&) {
@@ -316,6 +324,14 @@ void GrammardService::BeginShutdown() {
   absl::MutexLock lock(&mu_);
   draining_ = true;
   for (Stream* stream : streams_) stream->Drain();
+}
+
+bool GrammardService::AwaitNoCalls(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(
+      absl::Condition(
+          +[](int* running) { return *running == 0; }, &calls_running_),
+      timeout);
 }
 
 grpc::Status GrammardService::RegisterTokenizer(

@@ -41,6 +41,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "proto/grammard.grpc.pb.h"
 #include "service/byte_budget.h"
@@ -110,6 +111,11 @@ class GrammardService final : public grammard::v1::Grammard::Service {
   // New streams are refused; open streams end (UNAVAILABLE) once their
   // current step is written. Call before grpc::Server::Shutdown.
   void BeginShutdown();
+  // Waits up to `timeout` until no call's handler runs; true if none does.
+  // After BeginShutdown, what a server still waits for then is clients
+  // closing their connections, which grpc::Server::Shutdown may close at
+  // once.
+  bool AwaitNoCalls(absl::Duration timeout);
 
  private:
   class Stream;
@@ -142,6 +148,7 @@ class GrammardService final : public grammard::v1::Grammard::Service {
   int admitted_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, int> streams_per_client_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int calls_running_ ABSL_GUARDED_BY(mu_) = 0;  // inside Guarded
   std::thread reaper_;
 };
 

@@ -427,7 +427,12 @@ int Run() {
   // civetweb notices a stop only between its 2-second polls: in parallel.
   std::thread stop_metrics([&] { metrics_server.Stop(); });
   watchdog.Phase("ending the RPCs");
-  server->Shutdown(std::chrono::system_clock::now() + grace);
+  // gRPC's Shutdown waits until its deadline for clients to close their
+  // connections, and a client between calls reads the GOAWAY only at its
+  // next poll, seconds later (one that never reads it, never): once the
+  // calls have ended (half the grace at most), the connections are closed.
+  service.AwaitNoCalls(absl::FromChrono(grace / 2));
+  server->Shutdown(std::chrono::system_clock::now());
   watchdog.Phase("waiting for the RPC handlers");
   server->Wait();
   watchdog.Phase("stopping the metrics server");

@@ -18,6 +18,7 @@
 #include "proto/grammard.grpc.pb.h"
 #include "tests/abuse/hostile_test_base.h"
 #include "tests/support/deep_inputs.h"
+#include "tests/support/paths.h"
 
 namespace grammard::testing {
 namespace {
@@ -285,7 +286,7 @@ TEST_F(SlowCompileTest, SigtermWithSlowCompilesExitsWithinTheGrace) {
   const int exit_code = daemon_->Terminate();
   const double ms = MsSince(start);
   EXPECT_LT(ms, 5000 + 1000) << "the default --shutdown_grace_ms is 5000";
-  EXPECT_EQ(exit_code, 0);
+  EXPECT_EQ(exit_code, 0) << ReadFileOrEmpty(daemon_->log_path());
   std::printf(
       "HOSTILE item=5 case=\"SIGTERM with %d slow compiles queued\" "
       "answer=\"exit %d\" answer_ms=%.1f rss_during_mb=%lld "

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "proto/grammard.grpc.pb.h"
 #include "tests/abuse/hostile_test_base.h"
+#include "tests/support/paths.h"
 #include "tests/support/raw_http2.h"
 
 namespace grammard::testing {
@@ -205,6 +207,26 @@ TEST_F(TransportAbuseTest, IdleConnectionsDoNotBlockScrapes) {
   EXPECT_LT(ms, 5000) << "a scrape waited behind idle connections";
   ExpectContained(17, "16 idle connections to /metrics, then a scrape",
                   "200 OK", ms);
+}
+
+// Item 5: gRPC's Shutdown waits until its deadline for clients to close
+// their connections, and one that never reads the GOAWAY (or, as a gRPC
+// client between calls, reads it only at its next poll, seconds later) held
+// the stop past the 5 s grace: the watchdog ended it with exit 1.
+TEST_F(TransportAbuseTest, AConnectionLeftOpenDoesNotHoldTheShutdown) {
+  auto conn = RawHttp2::Connect(daemon_->grpc_port());
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  bystander_.reset();
+  watch_.reset();
+  const auto start = Clock::now();
+  const int exit_code = daemon_->Terminate();
+  const double ms = MsSince(start);
+  EXPECT_EQ(exit_code, 0) << ReadFileOrEmpty(daemon_->log_path());
+  EXPECT_LT(ms, 5000) << "the default --shutdown_grace_ms is 5000";
+  std::printf(
+      "HOSTILE item=5 case=\"SIGTERM with a connection that never closes\" "
+      "answer=\"exit %d\" answer_ms=%.1f\n",
+      exit_code, ms);
 }
 
 }  // namespace
