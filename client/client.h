@@ -73,7 +73,8 @@
 namespace grammard::client {
 
 struct ClientOptions {
-  // A gRPC target, e.g. "127.0.0.1:50051" or "dns:///grammard:50051".
+  // A gRPC target, e.g. "127.0.0.1:50051", "dns:///grammard:50051" or, for
+  // a daemon serving --unix_socket in the same pod, "unix:/run/grammard/s".
   std::string target;
   // A tokenizer the daemon serves, by name or fingerprint. Sequences are
   // opened by its fingerprint, so a restarted daemon serving another

@@ -27,6 +27,8 @@ namespace {
 // far below it).
 constexpr int kMaxFds = 1 << 16;
 constexpr int kMaxPorts = 4;
+// Stands in the port list for every Unix socket listener.
+constexpr int kUnixPort = -2;
 
 #if GRAMMARD_SOCKET_HOOKS
 // Per descriptor: its guard (made on first use, reused by later
@@ -78,6 +80,7 @@ int LocalPort(int fd) {
   if (addr.ss_family == AF_INET6) {
     return ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
   }
+  if (addr.ss_family == AF_UNIX) return kUnixPort;
   return -1;
 }
 
@@ -138,6 +141,8 @@ void GuardPort(int port) {
   ports[n].store(port, std::memory_order_relaxed);
   num_ports.store(n + 1, std::memory_order_release);
 }
+
+void GuardUnixSockets() { GuardPort(kUnixPort); }
 
 void CountCutsIn(metrics::CounterFamily* family) {
   for (Http2Guard::Verdict v :

@@ -1,9 +1,9 @@
 // SocketGuard: puts an Http2Guard on every connection grammard's gRPC
-// listener accepts, and cuts a connection its guard condemns (rapid reset,
-// a header block that never ends, a SETTINGS flood: see http2_guard.h). It
-// also bounds how fast new connections are taken (a burst of 256, then 128
-// a second): past it they are closed at once, so that a flood spread over
-// many connections cannot build calls faster than that.
+// listeners accept (its TCP port and its Unix socket), and cuts a connection
+// its guard condemns (rapid reset, a header block that never ends, a SETTINGS
+// flood: see http2_guard.h). It also bounds how fast new connections are taken
+// (a burst of 256, then 128 a second): past it they are closed at once, so that
+// a flood spread over many connections cannot build calls faster than that.
 //
 // gRPC 1.51 offers no hook below its HTTP/2 parser, so this works beneath
 // it: the grammard binary defines accept4, recvmsg and close, which
@@ -35,6 +35,10 @@ bool Active();
 // Connections accepted from now on whose local port is `port` are guarded
 // (a few ports at most: the gRPC listener's).
 void GuardPort(int port);
+
+// Connections accepted from now on on any Unix socket listener are guarded
+// (grammard listens on one at most: --unix_socket).
+void GuardUnixSockets();
 
 // Counts cut connections by reason ("rapid_reset", "endless_headers",
 // "settings_flood", "connection_flood") in `family`, which must outlive the

@@ -67,6 +67,7 @@ void HostileTest::SetUp() {
   }
   DaemonOptions options;
   options.flags = ExtraFlags();
+  options.unix_socket = ServesUnixSocket();
   auto daemon = Daemon::Start(options);
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   daemon_ = *std::move(daemon);

@@ -52,6 +52,8 @@ class HostileTest : public ::testing::Test {
   // Flags beyond the defaults, for cases that shorten a limit to keep the
   // test short (each says which and why).
   virtual std::vector<std::string> ExtraFlags() const { return {}; }
+  // Whether the daemon also serves a Unix socket (--unix_socket).
+  virtual bool ServesUnixSocket() const { return false; }
 
   void SetUp() override;
   void TearDown() override;

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -49,7 +50,40 @@ grpc::Status CompileSmall(v1::Grammard::Stub* stub) {
   return stub->Compile(&context, request, &response);
 }
 
-class TransportAbuseTest : public HostileTest {};
+class TransportAbuseTest : public HostileTest {
+ protected:
+  // Sends HEADERS then RST_STREAM on Decode in a loop on `conn` for up to
+  // 8 s; how long until the daemon closed the connection (-1: it never
+  // did) and how many resets were sent.
+  static std::pair<double, int64_t> RapidReset(RawHttp2& conn) {
+    const std::string headers =
+        RawHttp2::GrpcRequestHeaders("/grammard.v1.Grammard/Decode");
+    const auto start = Clock::now();
+    uint32_t stream = 1;
+    int64_t resets = 0;
+    while (MsSince(start) < 8000) {
+      for (int i = 0; i < 100; ++i, stream += 2, ++resets) {
+        conn.Frame(RawHttp2::kHeaders, RawHttp2::kEndHeaders, stream, headers);
+        conn.Frame(RawHttp2::kRstStream, 0, stream, ErrorCode(kCancel));
+      }
+      if (!conn.Flush() || conn.closed()) return {MsSince(start), resets};
+    }
+    return {-1, resets};
+  }
+
+  // Checks the cut, and that new connections are served at once.
+  void ExpectCut(const std::string& name, double cut_ms, int64_t resets) {
+    EXPECT_GE(cut_ms, 0) << "the connection survived " << resets << " resets";
+    auto stub = NewStub();
+    const grpc::Status after = CompileSmall(stub.get());
+    EXPECT_TRUE(after.ok()) << after.error_message();
+    ExpectContained(
+        3, name,
+        absl::StrCat("connection closed after ", resets,
+                     " resets; a new connection: ", Describe(after)),
+        cut_ms, DuringBounds{int64_t{512} << 20, 100});
+  }
+};
 
 // Item 3: HEADERS then RST_STREAM in a loop on one connection for 8 s took
 // the daemon from 23 to 32,366 threads and 17.5 GB, stalled the bystander
@@ -57,32 +91,23 @@ class TransportAbuseTest : public HostileTest {};
 TEST_F(TransportAbuseTest, RapidResetIsCutOff) {
   auto conn = RawHttp2::Connect(daemon_->grpc_port());
   ASSERT_TRUE(conn.ok()) << conn.status();
-  const std::string headers =
-      RawHttp2::GrpcRequestHeaders("/grammard.v1.Grammard/Decode");
-  const auto start = Clock::now();
-  uint32_t stream = 1;
-  int64_t resets = 0;
-  double cut_ms = -1;
-  while (MsSince(start) < 8000) {
-    for (int i = 0; i < 100; ++i, stream += 2, ++resets) {
-      (*conn)->Frame(RawHttp2::kHeaders, RawHttp2::kEndHeaders, stream,
-                     headers);
-      (*conn)->Frame(RawHttp2::kRstStream, 0, stream, ErrorCode(kCancel));
-    }
-    if (!(*conn)->Flush() || (*conn)->closed()) {
-      cut_ms = MsSince(start);
-      break;
-    }
-  }
-  EXPECT_GE(cut_ms, 0) << "the connection survived " << resets << " resets";
-  // New connections are served at once.
-  auto stub = NewStub();
-  const grpc::Status after = CompileSmall(stub.get());
-  EXPECT_TRUE(after.ok()) << after.error_message();
-  ExpectContained(3, "HTTP/2 rapid reset on Decode",
-                  absl::StrCat("connection closed after ", resets,
-                               " resets; a new connection: ", Describe(after)),
-                  cut_ms, DuringBounds{int64_t{512} << 20, 100});
+  const auto [cut_ms, resets] = RapidReset(**conn);
+  ExpectCut("HTTP/2 rapid reset on Decode", cut_ms, resets);
+}
+
+// The same over the Unix socket (--unix_socket): its connections are
+// guarded as the TCP port's.
+class UnixSocketTransportTest : public TransportAbuseTest {
+ protected:
+  bool ServesUnixSocket() const override { return true; }
+};
+
+TEST_F(UnixSocketTransportTest, RapidResetIsCutOff) {
+  auto conn = RawHttp2::ConnectUnix(daemon_->unix_socket_path());
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  const auto [cut_ms, resets] = RapidReset(**conn);
+  ExpectCut("HTTP/2 rapid reset on Decode over the Unix socket", cut_ms,
+            resets);
 }
 
 // Item 3, spread over many connections: each is cut, and the threads the

@@ -95,6 +95,9 @@ ABSL_FLAG(int, classify_ahead_ms, 600000,
           "service, not first visits of states (the engine's cost, which "
           "maskbench measures); 0 leaves them to the steps and the "
           "background.");
+ABSL_FLAG(bool, unix_socket, false,
+          "Step through the daemon's Unix socket (--unix_socket), as an "
+          "engine in the sidecar's pod would, instead of its TCP port.");
 ABSL_FLAG(std::string, tokenizer, "llama3", "Tokenizer to decode with.");
 ABSL_FLAG(uint32_t, seed, 1, "Random seed (stream i: seed + i).");
 
@@ -461,6 +464,7 @@ int Run() {
     return Fail("--streams, --batch and --seconds must be >= 1");
   }
   grammard::testing::DaemonOptions options;
+  options.unix_socket = absl::GetFlag(FLAGS_unix_socket);
   options.tokenizers = {absl::GetFlag(FLAGS_tokenizer)};
   options.flags = {
       absl::StrCat("--fill_threads=", absl::GetFlag(FLAGS_fill_threads)),
@@ -469,7 +473,8 @@ int Run() {
   auto daemon = grammard::testing::Daemon::Start(options);
   if (!daemon.ok()) return Fail(daemon.status().ToString());
   Shared shared;
-  shared.target = (*daemon)->target();
+  shared.target = absl::GetFlag(FLAGS_unix_socket) ? (*daemon)->unix_target()
+                                                   : (*daemon)->target();
   auto stub = v1::Grammard::NewStub(grammard::load::Connect(shared.target));
   if (absl::Status s = Prepare(stub.get(), &shared); !s.ok()) {
     return Fail(s.ToString());

@@ -68,6 +68,9 @@ ABSL_FLAG(int, steps, 2000, "Timed steps per stream.");
 ABSL_FLAG(int, warmup_steps, 200,
           "Untimed steps per stream first, so that a long-lived stream's "
           "steady state is timed (its cache of row encodings warm).");
+ABSL_FLAG(bool, unix_socket, false,
+          "Step through the daemon's Unix socket (--unix_socket), as an "
+          "engine in the sidecar's pod would, instead of its TCP port.");
 ABSL_FLAG(std::string, tokenizer, "llama3", "Tokenizer to decode with.");
 ABSL_FLAG(std::string, schema, "",
           "JSON Schema file; empty: ../shared/bench/order_schema.json beside "
@@ -509,6 +512,7 @@ int Run() {
   std::unique_ptr<grammard::testing::Daemon> daemon;
   if (setup.target.empty()) {
     grammard::testing::DaemonOptions options;
+    options.unix_socket = absl::GetFlag(FLAGS_unix_socket);
     options.tokenizers = {absl::GetFlag(FLAGS_tokenizer)};
     // Every token classified before the grammar is ready: this measures a
     // step's steady cost, not the first visits of states (see
@@ -519,7 +523,8 @@ int Run() {
     auto started = grammard::testing::Daemon::Start(options);
     if (!started.ok()) return Fail(started.status().ToString());
     daemon = *std::move(started);
-    setup.target = daemon->target();
+    setup.target = absl::GetFlag(FLAGS_unix_socket) ? daemon->unix_target()
+                                                    : daemon->target();
     metrics_port = daemon->metrics_port();
   }
   {

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -55,6 +56,16 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   d->args_ = {binary, "--metrics_listen=127.0.0.1:0",
               "--port_file=" + d->dir_ + "/ports",
               "--tokenizer_dir=" + tokenizers};
+  if (options.unix_socket) {
+    // A folder of its own under /tmp: the test's folder is too deep for a
+    // socket path (107 bytes at most).
+    char socket_dir[] = "/tmp/grammard.XXXXXX";
+    if (mkdtemp(socket_dir) == nullptr) {
+      return absl::InternalError("mkdtemp failed in /tmp");
+    }
+    d->socket_path_ = std::string(socket_dir) + "/grammard.sock";
+    d->args_.push_back("--unix_socket=" + d->socket_path_);
+  }
   d->args_.insert(d->args_.end(), options.flags.begin(), options.flags.end());
   if (absl::Status s = d->Launch("127.0.0.1:0"); !s.ok()) return s;
   return d;
@@ -110,11 +121,19 @@ Daemon::~Daemon() {
   for (const char* file : {"/ports", "/ports.tmp", "/grammard.log"}) {
     unlink((dir_ + file).c_str());
   }
+  if (!socket_path_.empty()) {
+    unlink(socket_path_.c_str());  // left behind by a kill
+    rmdir(socket_path_.substr(0, socket_path_.rfind('/')).c_str());
+  }
   rmdir(dir_.c_str());
 }
 
 std::string Daemon::target() const {
   return absl::StrCat("127.0.0.1:", grpc_port_);
+}
+
+std::string Daemon::unix_target() const {
+  return socket_path_.empty() ? "" : "unix:" + socket_path_;
 }
 
 int Daemon::Wait() {
@@ -148,6 +167,24 @@ absl::StatusOr<int> ConnectLoopback(int port) {
     close(fd);
     return absl::UnavailableError(
         absl::StrCat("connect 127.0.0.1:", port, ": ", error));
+  }
+  return fd;
+}
+
+absl::StatusOr<int> ConnectUnix(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError("socket path too long: " + path);
+  }
+  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  if (fd < 0) return absl::InternalError(strerror(errno));
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    const std::string error = strerror(errno);
+    close(fd);
+    return absl::UnavailableError(
+        absl::StrCat("connect unix:", path, ": ", error));
   }
   return fd;
 }

@@ -26,6 +26,9 @@ struct DaemonOptions {
   std::vector<std::string> tokenizers = {"llama3"};
   // More flags, e.g. "--compile_timeout_ms=1".
   std::vector<std::string> flags;
+  // Also serve on a Unix socket in the daemon's folder (--unix_socket);
+  // unix_target() names it.
+  bool unix_socket = false;
 };
 
 class Daemon {
@@ -39,6 +42,10 @@ class Daemon {
   ~Daemon();
 
   std::string target() const;  // "127.0.0.1:<grpc port>"
+  // With DaemonOptions::unix_socket, the socket's path and "unix:<path>";
+  // else empty.
+  const std::string& unix_socket_path() const { return socket_path_; }
+  std::string unix_target() const;
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }
   pid_t pid() const { return pid_; }  // -1 once it has exited
@@ -66,10 +73,13 @@ class Daemon {
   std::string dir_;  // tokenizers/, the port file and the log
   std::vector<std::string> tokenizer_links_;
   std::string log_path_;
+  std::string socket_path_;  // with DaemonOptions::unix_socket
 };
 
 // A TCP connection to 127.0.0.1:<port>: the socket, or why not.
 absl::StatusOr<int> ConnectLoopback(int port);
+// A connection to the Unix socket at `path`: the socket, or why not.
+absl::StatusOr<int> ConnectUnix(const std::string& path);
 
 // GET http://127.0.0.1:<port><path>; the body, or an error.
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path);

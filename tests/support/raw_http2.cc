@@ -43,9 +43,19 @@ void AppendString(std::string_view s, std::string* out) {
 absl::StatusOr<std::unique_ptr<RawHttp2>> RawHttp2::Connect(int port) {
   absl::StatusOr<int> connected = ConnectLoopback(port);
   if (!connected.ok()) return connected.status();
-  const int fd = *connected;
   const int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  setsockopt(*connected, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  return Start(*connected);
+}
+
+absl::StatusOr<std::unique_ptr<RawHttp2>> RawHttp2::ConnectUnix(
+    const std::string& path) {
+  absl::StatusOr<int> connected = grammard::testing::ConnectUnix(path);
+  if (!connected.ok()) return connected.status();
+  return Start(*connected);
+}
+
+absl::StatusOr<std::unique_ptr<RawHttp2>> RawHttp2::Start(int fd) {
   std::unique_ptr<RawHttp2> c(new RawHttp2(fd));
   c->out_.append(kPreface);
   c->Frame(kSettings, 0, 0, "");

@@ -41,8 +41,11 @@ class RawHttp2 {
   static constexpr uint8_t kAck = 0x1;
   static constexpr uint8_t kEndHeaders = 0x4;
 
-  // Connects to 127.0.0.1:port and sends the preface and SETTINGS.
+  // Connects to 127.0.0.1:port (or the Unix socket at `path`) and sends
+  // the preface and SETTINGS.
   static absl::StatusOr<std::unique_ptr<RawHttp2>> Connect(int port);
+  static absl::StatusOr<std::unique_ptr<RawHttp2>> ConnectUnix(
+      const std::string& path);
   ~RawHttp2();
 
   // An HPACK block of literal fields, in order.
@@ -66,6 +69,8 @@ class RawHttp2 {
 
  private:
   explicit RawHttp2(int fd);
+  // Takes `fd` over and sends the preface and SETTINGS.
+  static absl::StatusOr<std::unique_ptr<RawHttp2>> Start(int fd);
   void Read();
   bool WriteAll(std::string_view bytes);
 
