@@ -23,7 +23,6 @@
 #include "tests/support/paths.h"
 
 namespace grammard::testing {
-namespace {}  // namespace
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
     const DaemonOptions& options) {
@@ -155,20 +154,31 @@ void Daemon::Kill() {
   Wait();
 }
 
-absl::StatusOr<int> ConnectLoopback(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+namespace {
+
+// A stream socket of `family` connected to `addr`, or why not (`name` says
+// where).
+absl::StatusOr<int> ConnectTo(int family, const sockaddr* addr, socklen_t len,
+                              const std::string& name) {
+  const int fd = socket(family, SOCK_STREAM, 0);
   if (fd < 0) return absl::InternalError(strerror(errno));
+  if (connect(fd, addr, len) != 0) {
+    const std::string error = strerror(errno);
+    close(fd);
+    return absl::UnavailableError(absl::StrCat("connect ", name, ": ", error));
+  }
+  return fd;
+}
+
+}  // namespace
+
+absl::StatusOr<int> ConnectLoopback(int port) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    const std::string error = strerror(errno);
-    close(fd);
-    return absl::UnavailableError(
-        absl::StrCat("connect 127.0.0.1:", port, ": ", error));
-  }
-  return fd;
+  return ConnectTo(AF_INET, reinterpret_cast<sockaddr*>(&addr), sizeof(addr),
+                   absl::StrCat("127.0.0.1:", port));
 }
 
 absl::StatusOr<int> ConnectUnix(const std::string& path) {
@@ -176,17 +186,10 @@ absl::StatusOr<int> ConnectUnix(const std::string& path) {
   if (path.size() >= sizeof(addr.sun_path)) {
     return absl::InvalidArgumentError("socket path too long: " + path);
   }
-  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-  if (fd < 0) return absl::InternalError(strerror(errno));
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.data(), path.size());
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    const std::string error = strerror(errno);
-    close(fd);
-    return absl::UnavailableError(
-        absl::StrCat("connect unix:", path, ": ", error));
-  }
-  return fd;
+  return ConnectTo(AF_UNIX, reinterpret_cast<sockaddr*>(&addr), sizeof(addr),
+                   "unix:" + path);
 }
 
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
