@@ -26,7 +26,8 @@ struct DaemonOptions {
   std::vector<std::string> tokenizers = {"llama3"};
   // More flags, e.g. "--compile_timeout_ms=1".
   std::vector<std::string> flags;
-  // Also serve on a Unix socket in the daemon's folder (--unix_socket);
+  // Also serve on a Unix socket (--unix_socket), in a folder of its own
+  // under /tmp (a test's folder is too deep for a socket path);
   // unix_target() names it.
   bool unix_socket = false;
 };
