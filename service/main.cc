@@ -267,12 +267,12 @@ int Run() {
   ShutdownWatchdog watchdog;
   // Checked before the tokenizers load (seconds), as gRPC would refuse it
   // only at listening.
-  if (const size_t n = absl::GetFlag(FLAGS_unix_socket).size();
-      n >= sizeof(sockaddr_un::sun_path)) {
+  const std::string unix_socket = absl::GetFlag(FLAGS_unix_socket);
+  if (unix_socket.size() >= sizeof(sockaddr_un::sun_path)) {
     std::fprintf(stderr,
                  "grammard: --unix_socket is %zu bytes long; a Unix socket "
                  "path has at most %zu\n",
-                 n, sizeof(sockaddr_un::sun_path) - 1);
+                 unix_socket.size(), sizeof(sockaddr_un::sun_path) - 1);
     return 2;
   }
   TokenizerRegistry::Limits registry_limits;
@@ -396,7 +396,6 @@ int Run() {
     }
   }
   builder.AddListeningPort(listen, *credentials, &grpc_port);
-  const std::string unix_socket = absl::GetFlag(FLAGS_unix_socket);
   if (!unix_socket.empty()) {
     // The same guard as the TCP port's: the socket's clients are the pod's
     // engine, but the constraints they forward are end users'.
