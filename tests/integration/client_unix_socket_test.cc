@@ -49,7 +49,7 @@ class ClientUnixSocketTest : public ::testing::Test {
     return connected.ok() ? *std::move(connected) : nullptr;
   }
 
-  // Opens sequence 1 on `c`, steps it with `accepted` and returns its row.
+  // Steps sequence 1 on `c` with `accepted` and returns its row.
   static std::vector<uint32_t> Step(client::Client& c,
                                     const std::vector<int32_t>& accepted) {
     std::vector<uint32_t> row(static_cast<size_t>(c.words_per_row()));
@@ -58,7 +58,9 @@ class ClientUnixSocketTest : public ::testing::Test {
     const absl::Status s =
         c.WaitMasks({row.data(), c.words_per_row(), 1}, &results);
     EXPECT_TRUE(s.ok()) << s;
-    EXPECT_TRUE(!results.empty() && results[0].status.ok());
+    EXPECT_TRUE(!results.empty() && results[0].status.ok())
+        << (results.empty() ? absl::UnknownError("no result")
+                            : results[0].status);
     return row;
   }
 
@@ -93,14 +95,7 @@ TEST_F(ClientUnixSocketTest, MasksMatchTcpAndARestartIsSurvived) {
   // Killed, the daemon leaves its socket file; the new one binds the same
   // path, and the client replays its sequence there.
   ASSERT_TRUE(daemon_->Restart().ok());
-  std::vector<uint32_t> row(static_cast<size_t>(over_unix->words_per_row()));
-  std::vector<client::SequenceMasks> results;
-  ASSERT_TRUE(over_unix->SubmitStep({{1, 0, {}, {}}}).ok());
-  const absl::Status s = over_unix->WaitMasks(
-      {row.data(), over_unix->words_per_row(), 1}, &results);
-  ASSERT_TRUE(s.ok()) << s;
-  EXPECT_TRUE(results[0].status.ok()) << results[0].status;
-  EXPECT_EQ(row, second);
+  EXPECT_EQ(Step(*over_unix, {}), second);
   EXPECT_EQ(over_unix->Metrics().reconnects, 1u);
 }
 

@@ -9,12 +9,10 @@
 #include <chrono>
 #include <cstdio>
 #include <deque>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
 #include <random>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -794,13 +792,9 @@ TEST(DaemonTest, CompileDeadlineIsReportedAndNotCachedAndSigtermStops) {
   v1::DecodeResponse response;
   ASSERT_TRUE(rw->Read(&response));
   // On failure, the log says which phase of the stop overran.
-  EXPECT_EQ(daemon->Terminate(), 0) << "the daemon's log:\n"
-                                    << [&] {
-                                         std::ifstream f(daemon->log_path());
-                                         std::stringstream text;
-                                         text << f.rdbuf();
-                                         return text.str();
-                                       }();
+  EXPECT_EQ(daemon->Terminate(), 0)
+      << "the daemon's log:\n"
+      << testing::ReadFileOrEmpty(daemon->log_path());
   while (rw->Read(&response)) {
   }
   const grpc::StatusCode code = rw->Finish().error_code();
